@@ -1,0 +1,16 @@
+"""The ``flowlane`` command."""
+
+from __future__ import annotations
+
+import typer
+
+from controller.cli import policy
+from controller.cli.controller import controller
+
+app = typer.Typer(
+    help="flowlane: training and inference traffic classes on Open vSwitch.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(policy.app, name="policy")
+app.command()(controller)

@@ -1,0 +1,293 @@
+"""The os-ken application: the only module that uses os-ken's app machinery.
+
+It receives switch events, asks the pure core what each switch should have,
+sends the difference, and confirms with a barrier.  Each switch is synced on
+its own thread under a lock, so a reconnect, a port change and the periodic
+audit never interleave their flow mods on one switch.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from os_ken.base import app_manager
+from os_ken.controller import ofp_event
+from os_ken.controller.handler import (
+    CONFIG_DISPATCHER,
+    DEAD_DISPATCHER,
+    MAIN_DISPATCHER,
+    set_ev_cls,
+)
+from os_ken.lib import hub
+from os_ken.ofproto import ofproto_v1_3
+
+from controller.openflow import messages
+from controller.openflow.replies import ReplyWaiter, RequestFailed
+from controller.openflow.settings import ControllerSettings
+from controller.pipeline.diff import FlowDiff, diff_flows
+from controller.pipeline.planner import plan_switch
+from controller.pipeline.tables import TABLE_NAMES
+from controller.policy.model import Policy
+from controller.qos.ovsdb import Bridge, OvsdbError
+from controller.qos.provision import reconcile_bridge
+
+LOG = logging.getLogger("flowlane.controller")
+
+OFPP_MAX = 0xFFFFFF00
+
+
+@dataclass
+class SwitchSession:
+    datapath: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    bridge: Bridge | None = None
+    synced_once: bool = False
+
+    @property
+    def dpid(self) -> int:
+        return int(self.datapath.id)
+
+
+@dataclass(frozen=True)
+class SwitchPort:
+    number: int
+    name: str
+    link_bps: int | None
+
+
+class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
+    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        settings = kwargs.pop("flowlane")
+        super().__init__(*args, **kwargs)
+        self.settings: ControllerSettings = settings
+        self._sessions: dict[int, SwitchSession] = {}
+        self._sessions_lock = threading.Lock()
+        self._replies = ReplyWaiter()
+
+    # ---- life cycle -------------------------------------------------------
+
+    def start(self) -> Any:
+        thread = super().start()
+        hub.spawn(self._audit_loop)
+        return thread
+
+    def set_policy(self, policy: Policy) -> None:
+        """Swap the active policy and bring every connected switch to it."""
+        self.settings.policy = policy
+        for dpid in self._dpids():
+            hub.spawn(self._sync, dpid, "policy change")
+
+    def _dpids(self) -> list[int]:
+        with self._sessions_lock:
+            return list(self._sessions)
+
+    def _audit_loop(self) -> None:
+        while True:
+            hub.sleep(self.settings.audit_interval_s)
+            for dpid in self._dpids():
+                self._sync(dpid, "audit")
+
+    # ---- events -------------------------------------------------------------
+
+    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    def _state_change(self, ev: Any) -> None:
+        datapath = ev.datapath
+        if datapath.id is None:
+            return
+        if ev.state == MAIN_DISPATCHER:
+            with self._sessions_lock:
+                self._sessions[datapath.id] = SwitchSession(datapath)
+                self.settings.metrics.switches.set(len(self._sessions))
+            LOG.info("switch %016x connected from %s", datapath.id, datapath.address)
+            hub.spawn(self._sync, datapath.id, "connect")
+        elif ev.state == DEAD_DISPATCHER:
+            with self._sessions_lock:
+                session = self._sessions.get(datapath.id)
+                if session is None or session.datapath is not datapath:
+                    return
+                del self._sessions[datapath.id]
+                self.settings.metrics.switches.set(len(self._sessions))
+            self._replies.cancel_all(datapath.id, "switch disconnected")
+            LOG.info("switch %016x disconnected", datapath.id)
+            hub.spawn(self._collect_qos_garbage)
+
+    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    def _port_status(self, ev: Any) -> None:
+        msg = ev.msg
+        reason = {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, str(msg.reason))
+        name = msg.desc.name.decode(errors="replace")
+        LOG.info("switch %016x port %s (%d) %s", msg.datapath.id, name, msg.desc.port_no, reason)
+        hub.spawn(self._sync, msg.datapath.id, f"port {name} {reason}")
+        if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
+            hub.spawn(self._collect_qos_garbage)
+
+    @set_ev_cls(
+        [
+            ofp_event.EventOFPFlowStatsReply,
+            ofp_event.EventOFPPortDescStatsReply,
+        ],
+        MAIN_DISPATCHER,
+    )
+    def _multipart_reply(self, ev: Any) -> None:
+        msg = ev.msg
+        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
+        self._replies.part(msg.datapath.id, msg.xid, msg.body, more)
+
+    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    def _barrier_reply(self, ev: Any) -> None:
+        self._replies.part(ev.msg.datapath.id, ev.msg.xid, [], False)
+
+    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    def _error(self, ev: Any) -> None:
+        msg = ev.msg
+        reason = f"switch error type={msg.type} code={msg.code} for xid {msg.xid:#x}"
+        if not self._replies.fail(msg.datapath.id, msg.xid, reason):
+            LOG.error("switch %016x: %s", msg.datapath.id, reason)
+
+    # ---- sync -------------------------------------------------------------
+
+    def _request(self, datapath: Any, msg: Any) -> list[Any]:
+        datapath.set_xid(msg)
+        self._replies.expect(datapath.id, msg.xid)
+        if not datapath.send_msg(msg):
+            self._replies.fail(datapath.id, msg.xid, "switch connection is closed")
+        return self._replies.wait(datapath.id, msg.xid, self.settings.reply_timeout_s)
+
+    def _ports(self, datapath: Any) -> list[SwitchPort]:
+        parser = datapath.ofproto_parser
+        ports = self._request(datapath, parser.OFPPortDescStatsRequest(datapath, 0))
+        return [
+            SwitchPort(
+                port.port_no,
+                port.name.decode(errors="replace"),
+                port.curr_speed * 1000 if port.curr_speed else None,
+            )
+            for port in ports
+            if port.port_no <= OFPP_MAX
+        ]
+
+    def _sync(self, dpid: int, reason: str) -> None:
+        with self._sessions_lock:
+            session = self._sessions.get(dpid)
+        if session is None:
+            return
+        with session.lock:
+            started = time.monotonic()
+            try:
+                self._sync_locked(session, reason)
+            except RequestFailed as exc:
+                self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
+                LOG.error("switch %016x: sync (%s) failed: %s; will retry", dpid, reason, exc)
+            except Exception:
+                self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
+                LOG.exception("switch %016x: sync (%s) failed; will retry", dpid, reason)
+            else:
+                self.settings.metrics.sync_seconds.observe(time.monotonic() - started)
+
+    def _sync_locked(self, session: SwitchSession, reason: str) -> None:
+        datapath = session.datapath
+        policy = self.settings.policy
+        ports = self._ports(datapath)
+        plan = plan_switch(policy, {port.name: port.number for port in ports})
+        stats = self._request(datapath, messages.flow_stats_request(datapath))
+        diff = diff_flows((messages.installed_flow(s) for s in stats), plan.flows)
+        if not diff.empty:
+            self._send_diff(datapath, diff)
+        tag = f"{session.dpid:016x}"
+        for table_id, name in TABLE_NAMES.items():
+            count = sum(1 for flow in plan.flows if flow.table_id == table_id)
+            self.settings.metrics.flows.labels(tag, name).set(count)
+        if session.synced_once and not diff.empty:
+            self.settings.metrics.drift_repairs.labels(tag, "flows").inc()
+        if plan.unresolved_rules:
+            LOG.warning(
+                "switch %s: rules %s name ports this switch lacks; skipped",
+                tag,
+                ", ".join(plan.unresolved_rules),
+            )
+        qos_note = self._sync_qos(session, ports) if self.settings.manage_qos else "QoS off"
+        if not diff.empty or not session.synced_once:
+            LOG.info(
+                "switch %s in sync (%s): +%d -%d =%d flows; %s",
+                tag,
+                reason,
+                len(diff.add),
+                len(diff.delete),
+                diff.unchanged,
+                qos_note,
+            )
+        session.synced_once = True
+
+    def _send_diff(self, datapath: Any, diff: FlowDiff) -> None:
+        """Adds first, so traffic never falls through a gap, then deletes, then a barrier.
+
+        Each message is tracked so an error from the switch fails the sync
+        instead of leaving it believed-applied.
+        """
+        tag = f"{datapath.id:016x}"
+        sent: list[int] = []
+        for msg in [messages.flow_add(datapath, f) for f in diff.add] + [
+            messages.flow_delete(datapath, k) for k in diff.delete
+        ]:
+            datapath.set_xid(msg)
+            self._replies.expect(datapath.id, msg.xid)
+            sent.append(msg.xid)
+            datapath.send_msg(msg)
+        self.settings.metrics.flow_mods.labels(tag, "add").inc(len(diff.add))
+        self.settings.metrics.flow_mods.labels(tag, "delete").inc(len(diff.delete))
+        barrier = datapath.ofproto_parser.OFPBarrierRequest(datapath)
+        try:
+            self._request(datapath, barrier)
+        finally:
+            errors = self._replies.settle(datapath.id, sent)
+        if errors:
+            raise RequestFailed(f"{len(errors)} flow mod(s) rejected, first: {errors[0]}")
+
+    def _sync_qos(self, session: SwitchSession, ports: list[SwitchPort]) -> str:
+        tag = f"{session.dpid:016x}"
+        try:
+            if session.bridge is None:
+                session.bridge = self.settings.ovsdb.bridge_for(session.dpid)
+        except OvsdbError as exc:
+            LOG.error("switch %s: cannot read OVSDB bridges: %s; will retry", tag, exc.detail)
+            return "QoS pending (OVSDB unreachable)"
+        if session.bridge is None:
+            return "QoS skipped (bridge not in the local OVSDB)"
+        outcome = reconcile_bridge(
+            self.settings.ovsdb,
+            session.bridge,
+            self.settings.policy,
+            {port.name: port.link_bps for port in ports},
+        )
+        for port, detail in outcome.failed.items():
+            self.settings.metrics.qos_errors.labels(port).inc()
+            LOG.error("switch %s port %s: QoS not applied: %s; will retry", tag, port, detail)
+        if session.synced_once and (outcome.changed_ports or outcome.filtered_ports):
+            self.settings.metrics.drift_repairs.labels(tag, "qos").inc()
+            LOG.info(
+                "switch %s: queues set on %s, tc filters set on %s",
+                tag,
+                ", ".join(outcome.changed_ports) or "-",
+                ", ".join(outcome.filtered_ports) or "-",
+            )
+        return (
+            f"queues on {len(ports) - len(outcome.failed)}/{len(ports)} ports"
+            f" ({session.bridge.datapath_type} datapath)"
+        )
+
+    def _collect_qos_garbage(self) -> None:
+        if not self.settings.manage_qos:
+            return
+        try:
+            freed = self.settings.ovsdb.collect_garbage()
+        except OvsdbError as exc:
+            LOG.error("cannot clean up QoS rows of removed ports: %s", exc)
+            return
+        if freed:
+            LOG.info("removed QoS rows of deleted ports: %s", ", ".join(sorted(freed)))

@@ -1,0 +1,130 @@
+"""Translate between the planner's plain flow values and os-ken OpenFlow 1.3 objects.
+
+The only place that knows os-ken's message classes besides the app, so the
+planner and its tests never import os-ken.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+from controller.pipeline.flows import (
+    ApplyActions,
+    FlowEntry,
+    FlowKey,
+    GotoTable,
+    InstalledFlow,
+    Match,
+    MatchField,
+    Output,
+    SetField,
+    SetQueue,
+    WriteMetadata,
+    make_match,
+)
+
+_IPV4_FIELDS = {"ipv4_src", "ipv4_dst"}
+
+
+def _encode_value(name: str, value: int) -> Any:
+    return str(ipaddress.IPv4Address(value)) if name in _IPV4_FIELDS else value
+
+
+def _decode_value(name: str, value: Any) -> int:
+    if name in _IPV4_FIELDS and isinstance(value, str):
+        return int(ipaddress.IPv4Address(value))
+    if isinstance(value, int):
+        return value
+    raise ValueError(f"cannot decode match field {name}={value!r}")
+
+
+def ofp_match(parser: Any, match: Match) -> Any:
+    fields: dict[str, Any] = {}
+    for field in match:
+        value = _encode_value(field.name, field.value)
+        fields[field.name] = (
+            value if field.mask is None else (value, _encode_value(field.name, field.mask))
+        )
+    return parser.OFPMatch(**fields)
+
+
+def decode_match(ofp: Any) -> Match:
+    """A match from a flow-stats reply, in the planner's canonical form."""
+    fields = []
+    for name, raw in ofp.items():
+        if isinstance(raw, tuple):
+            value, mask = raw
+            fields.append(MatchField(name, _decode_value(name, value), _decode_value(name, mask)))
+        else:
+            fields.append(MatchField(name, _decode_value(name, raw)))
+    return make_match(*fields)
+
+
+def _actions(parser: Any, actions: ApplyActions) -> list[Any]:
+    encoded: list[Any] = []
+    for action in actions.actions:
+        if isinstance(action, SetField):
+            encoded.append(parser.OFPActionSetField(**{action.field: action.value}))
+        elif isinstance(action, SetQueue):
+            encoded.append(parser.OFPActionSetQueue(action.queue_id))
+        elif isinstance(action, Output):
+            encoded.append(parser.OFPActionOutput(action.port, 0xFFFF))
+    return encoded
+
+
+def _instructions(datapath: Any, entry: FlowEntry) -> list[Any]:
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    encoded: list[Any] = []
+    for instruction in entry.instructions:
+        if isinstance(instruction, ApplyActions):
+            encoded.append(
+                parser.OFPInstructionActions(
+                    ofproto.OFPIT_APPLY_ACTIONS, _actions(parser, instruction)
+                )
+            )
+        elif isinstance(instruction, WriteMetadata):
+            encoded.append(parser.OFPInstructionWriteMetadata(instruction.value, instruction.mask))
+        elif isinstance(instruction, GotoTable):
+            encoded.append(parser.OFPInstructionGotoTable(instruction.table_id))
+    return encoded
+
+
+def flow_add(datapath: Any, entry: FlowEntry) -> Any:
+    """ADD replaces an entry with the same key, so it serves for new and changed flows."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowMod(
+        datapath=datapath,
+        cookie=entry.cookie,
+        table_id=entry.table_id,
+        command=ofproto.OFPFC_ADD,
+        priority=entry.priority,
+        match=ofp_match(parser, entry.match),
+        instructions=_instructions(datapath, entry),
+    )
+
+
+def flow_delete(datapath: Any, key: FlowKey) -> Any:
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowMod(
+        datapath=datapath,
+        table_id=key.table_id,
+        command=ofproto.OFPFC_DELETE_STRICT,
+        priority=key.priority,
+        out_port=ofproto.OFPP_ANY,
+        out_group=ofproto.OFPG_ANY,
+        match=ofp_match(parser, key.match),
+    )
+
+
+def flow_stats_request(datapath: Any) -> Any:
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowStatsRequest(
+        datapath, 0, ofproto.OFPTT_ALL, ofproto.OFPP_ANY, ofproto.OFPG_ANY, 0, 0, parser.OFPMatch()
+    )
+
+
+def installed_flow(stats: Any) -> InstalledFlow:
+    return InstalledFlow(
+        FlowKey(stats.table_id, stats.priority, decode_match(stats.match)), stats.cookie
+    )

@@ -1,0 +1,40 @@
+"""What to send so a switch ends with exactly the planned flows."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from controller.pipeline.flows import FlowEntry, FlowKey, InstalledFlow
+
+
+@dataclass(frozen=True, slots=True)
+class FlowDiff:
+    """``add`` covers new and changed entries (an OpenFlow ADD replaces an entry
+    with the same key); ``delete`` lists entries the plan no longer has."""
+
+    add: tuple[FlowEntry, ...]
+    delete: tuple[FlowKey, ...]
+    unchanged: int
+
+    @property
+    def empty(self) -> bool:
+        return not self.add and not self.delete
+
+
+def diff_flows(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry]) -> FlowDiff:
+    """Compare by key (table, priority, match); equal cookies mean equal content.
+
+    Entries someone else installed are deleted too: the plan owns the whole
+    switch, and a stray entry (OVS's default ``NORMAL`` flow, a leftover of
+    an older plan) would otherwise bypass classification.
+    """
+    have = {flow.key: flow.cookie for flow in installed}
+    want: dict[FlowKey, FlowEntry] = {}
+    for flow in planned:
+        if flow.key in want and want[flow.key] != flow:
+            raise ValueError(f"plan has two different entries for {flow.key}")
+        want[flow.key] = flow
+    add = tuple(flow for key, flow in want.items() if have.get(key) != flow.cookie)
+    delete = tuple(sorted(key for key in have if key not in want))
+    return FlowDiff(add=add, delete=delete, unchanged=len(want) - len(add))

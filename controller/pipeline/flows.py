@@ -1,0 +1,171 @@
+"""Switch-independent description of OpenFlow entries.
+
+The planner speaks in these plain values; only ``controller.openflow`` turns
+them into os-ken messages.  That keeps planning pure and lets tests run
+packets through a simulated table without a switch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from enum import IntEnum
+
+OFPP_NORMAL = 0xFFFFFFFA
+
+FIELD_BITS = {
+    "in_port": 32,
+    "metadata": 64,
+    "eth_type": 16,
+    "vlan_vid": 13,
+    "ip_dscp": 6,
+    "ip_proto": 8,
+    "ipv4_src": 32,
+    "ipv4_dst": 32,
+    "tcp_src": 16,
+    "tcp_dst": 16,
+    "udp_src": 16,
+    "udp_dst": 16,
+}
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class MatchField:
+    """One OXM field; ``mask`` is None for an exact match."""
+
+    name: str
+    value: int
+    mask: int | None = None
+
+    def covers(self, packet_value: int) -> bool:
+        if self.mask is None:
+            return packet_value == self.value
+        return packet_value & self.mask == self.value
+
+
+Match = tuple[MatchField, ...]
+
+
+def make_match(*fields: MatchField) -> Match:
+    """Canonical form, as a switch reports it back: sorted, masked bits cleared, full masks dropped.
+
+    Two matches that select the same packets compare equal, which the diff
+    against a switch's flow table relies on.
+    """
+    canonical: dict[str, MatchField] = {}
+    for field in fields:
+        full = (1 << FIELD_BITS[field.name]) - 1
+        if field.mask is None or field.mask & full == full:
+            normal = MatchField(field.name, field.value & full)
+        elif field.mask & full == 0:
+            continue
+        else:
+            normal = MatchField(field.name, field.value & field.mask, field.mask & full)
+        if field.name in canonical and canonical[field.name] != normal:
+            raise ValueError(f"conflicting values for match field {field.name}")
+        canonical[field.name] = normal
+    return tuple(sorted(canonical.values()))
+
+
+class Owner(IntEnum):
+    """Who installed an entry; kept in the cookie so a change removes exactly its own."""
+
+    PIPELINE = 1
+    POLICY = 2
+    FORWARDING = 3
+
+
+COOKIE_TAG = 0xF1
+"""Top cookie byte of every flowlane entry, to tell them from anyone else's."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetField:
+    field: str
+    value: int
+
+
+@dataclass(frozen=True, slots=True)
+class SetQueue:
+    queue_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class Output:
+    port: int
+
+
+Action = SetField | SetQueue | Output
+
+
+@dataclass(frozen=True, slots=True)
+class ApplyActions:
+    actions: tuple[Action, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMetadata:
+    value: int
+    mask: int
+
+
+@dataclass(frozen=True, slots=True)
+class GotoTable:
+    table_id: int
+
+
+Instruction = ApplyActions | WriteMetadata | GotoTable
+
+
+@dataclass(frozen=True, slots=True)
+class FlowEntry:
+    """A flow as planned. Its cookie is derived from its content.
+
+    A content cookie makes the diff exact without parsing instructions back
+    from the switch: same key and same cookie means nothing to do.
+    """
+
+    table_id: int
+    priority: int
+    match: Match
+    instructions: tuple[Instruction, ...]
+    owner: Owner
+
+    @property
+    def key(self) -> FlowKey:
+        return FlowKey(self.table_id, self.priority, self.match)
+
+    @property
+    def cookie(self) -> int:
+        digest = hashlib.blake2b(
+            repr((self.table_id, self.priority, self.match, self.instructions)).encode(),
+            digest_size=6,
+        ).digest()
+        return (COOKIE_TAG << 56) | (int(self.owner) << 48) | int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class FlowKey:
+    """What identifies an entry in an OpenFlow table (strict match semantics)."""
+
+    table_id: int
+    priority: int
+    match: Match
+
+
+@dataclass(frozen=True, slots=True)
+class InstalledFlow:
+    """An entry as read back from a switch: its key and cookie are all the diff needs."""
+
+    key: FlowKey
+    cookie: int
+
+
+def cookie_owner(cookie: int) -> Owner | None:
+    """The owner of a flowlane cookie, or None for an entry someone else installed."""
+    if cookie >> 56 != COOKIE_TAG:
+        return None
+    try:
+        return Owner((cookie >> 48) & 0xFF)
+    except ValueError:
+        return None

@@ -1,0 +1,141 @@
+"""Policy → the complete set of flows one switch should hold.
+
+Pure: the same policy and port map always give the same flows (and so the
+same cookies), which is what makes re-planning after a reconnect a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from controller.pipeline import tables
+from controller.pipeline.flows import (
+    OFPP_NORMAL,
+    ApplyActions,
+    FlowEntry,
+    GotoTable,
+    MatchField,
+    Output,
+    Owner,
+    SetField,
+    SetQueue,
+    WriteMetadata,
+    make_match,
+)
+from controller.pipeline.rules import UnresolvedPort, expand_match
+from controller.policy.match import ETH_TYPE_IPV4, ETH_TYPE_IPV6
+from controller.policy.model import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchPlan:
+    """Every flow a switch should have, plus the rules that could not apply there."""
+
+    flows: tuple[FlowEntry, ...]
+    unresolved_rules: tuple[str, ...] = ()
+
+
+def _classify_to(policy: Policy, class_name: str) -> tuple[WriteMetadata, GotoTable]:
+    metadata = tables.class_metadata(policy.queue_id(class_name))
+    return (
+        WriteMetadata(metadata, tables.CLASS_METADATA_MASK),
+        GotoTable(tables.MARK),
+    )
+
+
+def classification_flows(
+    policy: Policy, port_numbers: Mapping[str, int]
+) -> tuple[list[FlowEntry], list[str]]:
+    """Table 0: one priority per rule, earlier rules higher, so the first match wins."""
+    flows: list[FlowEntry] = []
+    unresolved: list[str] = []
+    total = len(policy.rules)
+    for index, rule in enumerate(policy.rules):
+        try:
+            matches = expand_match(rule.match, port_numbers, rule.bidirectional)
+        except UnresolvedPort:
+            unresolved.append(rule.name)
+            continue
+        priority = tables.RULE_PRIORITY_BASE + total - index
+        instructions = _classify_to(policy, rule.traffic_class)
+        flows.extend(
+            FlowEntry(tables.CLASSIFY, priority, match, instructions, Owner.POLICY)
+            for match in matches
+        )
+    flows.append(
+        FlowEntry(
+            tables.CLASSIFY,
+            tables.DEFAULT_CLASS_PRIORITY,
+            make_match(),
+            _classify_to(policy, policy.default_class),
+            Owner.POLICY,
+        )
+    )
+    return flows, unresolved
+
+
+def marking_flows(policy: Policy) -> list[FlowEntry]:
+    """Table 1: DSCP and queue per class.
+
+    ``set_queue`` serves kernel-datapath OVS; the DSCP serves the userspace
+    datapath, whose tc filters steer by DSCP.  Emitting both lets one
+    pipeline work on either.  Non-IP packets (ARP) keep their bytes and only
+    get the queue.
+    """
+    flows: list[FlowEntry] = []
+    for name, traffic_class in policy.classes.items():
+        queue_id = policy.queue_id(name)
+        metadata = MatchField(
+            "metadata", tables.class_metadata(queue_id), tables.CLASS_METADATA_MASK
+        )
+        forward = GotoTable(tables.FORWARD)
+        for eth_type in (ETH_TYPE_IPV4, ETH_TYPE_IPV6):
+            flows.append(
+                FlowEntry(
+                    tables.MARK,
+                    tables.MARK_IP_PRIORITY,
+                    make_match(metadata, MatchField("eth_type", eth_type)),
+                    (
+                        ApplyActions(
+                            (SetField("ip_dscp", traffic_class.dscp), SetQueue(queue_id))
+                        ),
+                        forward,
+                    ),
+                    Owner.PIPELINE,
+                )
+            )
+        flows.append(
+            FlowEntry(
+                tables.MARK,
+                tables.MARK_OTHER_PRIORITY,
+                make_match(metadata),
+                (ApplyActions((SetQueue(queue_id),)), forward),
+                Owner.PIPELINE,
+            )
+        )
+    return flows
+
+
+def forwarding_flows() -> list[FlowEntry]:
+    """Table 2: hand the packet to OVS's own L2 learning switch.
+
+    With no controller on the path of a first packet, ``NORMAL`` is the
+    fastest correct L2 forwarding a single OVS bridge can do.
+    """
+    return [
+        FlowEntry(
+            tables.FORWARD,
+            tables.FORWARD_PRIORITY,
+            make_match(),
+            (ApplyActions((Output(OFPP_NORMAL),)),),
+            Owner.FORWARDING,
+        )
+    ]
+
+
+def plan_switch(policy: Policy, port_numbers: Mapping[str, int]) -> SwitchPlan:
+    """The whole pipeline for one switch, given its ports (name → OpenFlow number)."""
+    classification, unresolved = classification_flows(policy, port_numbers)
+    flows = [*classification, *marking_flows(policy), *forwarding_flows()]
+    return SwitchPlan(tuple(flows), tuple(unresolved))

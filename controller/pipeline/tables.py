@@ -1,0 +1,33 @@
+"""The OpenFlow table layout every switch gets, in packet order.
+
+Three small tables instead of one cross product: a class decision (table 0)
+is independent of how the class is marked (table 1) and of where the packet
+goes (table 2), so changing a class's DSCP rewrites one flow per class, not
+one per rule.
+"""
+
+from __future__ import annotations
+
+CLASSIFY = 0
+"""Policy rules, first match wins, write the class id into the metadata register."""
+
+MARK = 1
+"""One entry per class: set its DSCP and its queue (``set_queue``)."""
+
+FORWARD = 2
+"""Forwarding. On one switch the OVS L2 learning switch (``NORMAL``) does it."""
+
+TABLE_NAMES = {CLASSIFY: "classify", MARK: "mark", FORWARD: "forward"}
+
+CLASS_METADATA_MASK = 0xFF
+"""Low metadata byte holds ``class index + 1``; 0 means "not classified"."""
+
+RULE_PRIORITY_BASE = 100
+DEFAULT_CLASS_PRIORITY = 1
+MARK_IP_PRIORITY = 20
+MARK_OTHER_PRIORITY = 10
+FORWARD_PRIORITY = 0
+
+
+def class_metadata(class_index: int) -> int:
+    return class_index + 1

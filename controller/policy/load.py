@@ -1,0 +1,64 @@
+"""Turn a YAML file or a decoded document into a validated ``Policy``, or every error in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from controller.policy.checks import semantic_errors
+from controller.policy.errors import FieldError, PolicyError, format_path
+from controller.policy.model import Policy
+
+_PREFIXES = ("Value error, ", "Assertion failed, ")
+
+
+def _message(raw: str) -> str:
+    for prefix in _PREFIXES:
+        if raw.startswith(prefix):
+            return raw[len(prefix) :]
+    return raw
+
+
+def parse_policy(document: object, source: str = "policy") -> Policy:
+    """Validate a decoded document; raise ``PolicyError`` listing every problem.
+
+    Structural errors come first; the cross-field checks need a complete
+    structure, so they run only when there are none.
+    """
+    if not isinstance(document, dict):
+        kind = "empty" if document is None else type(document).__name__
+        raise PolicyError(
+            [FieldError("(document)", f"a policy is a mapping of sections, got {kind}")], source
+        )
+    try:
+        policy = Policy.model_validate(document)
+    except ValidationError as exc:
+        errors = [
+            FieldError(format_path(error["loc"]), _message(error["msg"])) for error in exc.errors()
+        ]
+        raise PolicyError(errors, source) from None
+    problems = semantic_errors(policy)
+    if problems:
+        raise PolicyError(problems, source)
+    return policy
+
+
+def parse_policy_yaml(text: str, source: str = "policy") -> Policy:
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise PolicyError([FieldError(where, f"invalid YAML: {problem}")], source) from None
+    return parse_policy(document, source)
+
+
+def load_policy_file(path: Path) -> Policy:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError([FieldError("(file)", f"cannot read: {exc.strerror}")], str(path)) from None
+    return parse_policy_yaml(text, str(path))

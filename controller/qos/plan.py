@@ -1,0 +1,113 @@
+"""Per-port queue layout, derived from the policy and what the switch says about the port.
+
+Pure: the OVSDB and tc shells only carry out what this module decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.policy.model import Policy
+from controller.policy.units import format_rate
+
+HTB_MIN_RATE_BPS = 8_000
+"""HTB rejects a zero guarantee; one packet per 1.5 s is the smallest useful floor."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """One HTB class on a port; ``queue_id`` is the OVS queue number (HTB minor id − 1)."""
+
+    queue_id: int
+    class_name: str
+    min_bps: int
+    max_bps: int
+    priority: int
+    dscp: int
+
+
+@dataclass(frozen=True, slots=True)
+class PortQos:
+    """The QoS one switch port should have."""
+
+    port_name: str
+    rate_bps: int
+    queues: tuple[QueueSpec, ...]
+    note: str = ""
+
+
+def port_rate(policy: Policy, port_name: str, link_bps: int | None) -> tuple[int, str]:
+    """The port's HTB ceiling and why.
+
+    An override is taken as the operator wrote it.  Otherwise the policy rate
+    is capped at the link speed OVS reports: a ceiling above the line rate
+    would let the queue build in the NIC's FIFO, where HTB cannot order it.
+    A port reported without a speed gets the policy rate.
+    """
+    if port_name in policy.ports.overrides:
+        return policy.ports.overrides[port_name].bps, "override"
+    configured = policy.ports.rate.bps
+    if link_bps and link_bps < configured:
+        return link_bps, f"link speed {format_rate(link_bps)} below policy rate"
+    return configured, "policy rate"
+
+
+def plan_port_qos(policy: Policy, port_name: str, link_bps: int | None) -> PortQos:
+    rate, reason = port_rate(policy, port_name, link_bps)
+    minimums = {
+        name: max(HTB_MIN_RATE_BPS, min(c.min_rate.resolve(rate), rate))
+        for name, c in policy.classes.items()
+    }
+    note = reason
+    guaranteed = sum(minimums.values())
+    if guaranteed > rate:
+        # Only possible when absolute guarantees meet a port slower than the
+        # policy expected; scale them down rather than oversubscribe HTB.
+        minimums = {
+            name: max(HTB_MIN_RATE_BPS, value * rate // guaranteed)
+            for name, value in minimums.items()
+        }
+        note = f"{reason}; guarantees scaled to fit {format_rate(rate)}"
+    queues = tuple(
+        QueueSpec(
+            queue_id=policy.queue_id(name),
+            class_name=name,
+            min_bps=minimums[name],
+            max_bps=max(
+                minimums[name],
+                min(c.max_rate.resolve(rate) if c.max_rate else rate, rate),
+            ),
+            priority=c.priority,
+            dscp=c.dscp,
+        )
+        for name, c in policy.classes.items()
+    )
+    return PortQos(port_name, rate, queues, note)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class TcFilter:
+    """``tc filter ... u32 match ip tos <dscp<<2> 0xfc flowid 1:<queue+1>``.
+
+    The userspace datapath ignores ``set_queue``; this filter on the port's
+    HTB qdisc puts each class DSCP into its queue instead.
+    """
+
+    protocol: str
+    dscp: int
+    classid: str
+
+
+def htb_classid(queue_id: int) -> str:
+    """OVS's linux-htb QoS names queue N's HTB class ``1:<N+1>``."""
+    return f"1:{queue_id + 1:x}"
+
+
+def tc_filters(qos: PortQos) -> tuple[TcFilter, ...]:
+    return tuple(
+        sorted(
+            TcFilter(protocol, queue.dscp, htb_classid(queue.queue_id))
+            for queue in qos.queues
+            for protocol in ("ip", "ipv6")
+        )
+    )

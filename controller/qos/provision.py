@@ -1,0 +1,74 @@
+"""Bring a bridge's port queues (and, on netdev bridges, their tc filters) to the plan.
+
+Per-port failures are collected, not raised: one broken port must not keep
+the others from their queues, and the caller retries the rest later.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from controller.policy.model import Policy
+from controller.qos import tc
+from controller.qos.ovsdb import Bridge, Ovsdb, OvsdbError
+from controller.qos.plan import PortQos, plan_port_qos, tc_filters
+
+LOG = logging.getLogger("flowlane.qos")
+
+
+@dataclass
+class QosOutcome:
+    changed_ports: list[str] = field(default_factory=list)
+    filtered_ports: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+
+def reconcile_bridge(
+    ovsdb: Ovsdb, bridge: Bridge, policy: Policy, link_bps: Mapping[str, int | None]
+) -> QosOutcome:
+    """Make every named port's QoS (and tc filters) match ``policy``."""
+    outcome = QosOutcome()
+    plans = {name: plan_port_qos(policy, name, speed) for name, speed in link_bps.items()}
+    try:
+        current = ovsdb.port_qos(plans)
+    except OvsdbError as exc:
+        outcome.failed.update(dict.fromkeys(plans, exc.detail))
+        return outcome
+    stale = [plan for name, plan in plans.items() if name in current and not current[name].satisfies(plan)]
+    for name in plans.keys() - current.keys():
+        outcome.failed[name] = "port not found in OVSDB"
+    if stale:
+        try:
+            ovsdb.apply(stale, current)
+            outcome.changed_ports.extend(plan.port_name for plan in stale)
+        except OvsdbError:
+            # One transaction failed; retry port by port to find the culprit(s).
+            for plan in stale:
+                _apply_one(ovsdb, plan, outcome)
+    if bridge.userspace:
+        for name, plan in plans.items():
+            if name in current and name not in outcome.failed:
+                _ensure_filters(plan, outcome)
+    return outcome
+
+
+def _apply_one(ovsdb: Ovsdb, plan: PortQos, outcome: QosOutcome) -> None:
+    try:
+        ovsdb.apply([plan], ovsdb.port_qos([plan.port_name]))
+        outcome.changed_ports.append(plan.port_name)
+    except OvsdbError as exc:
+        outcome.failed[plan.port_name] = exc.detail
+
+
+def _ensure_filters(plan: PortQos, outcome: QosOutcome) -> None:
+    try:
+        if tc.ensure(plan.port_name, tc_filters(plan)):
+            outcome.filtered_ports.append(plan.port_name)
+    except tc.TcError as exc:
+        outcome.failed[plan.port_name] = str(exc)
