@@ -23,9 +23,7 @@ def controller(
     policy: Annotated[Path, typer.Option(help="Policy YAML file")],
     ofp_port: Annotated[int, typer.Option(help="OpenFlow listen port")] = 6653,
     ofp_host: Annotated[str, typer.Option(help="OpenFlow listen address")] = "127.0.0.1",
-    metrics_port: Annotated[
-        int, typer.Option(help="Prometheus /metrics port (0 disables)")
-    ] = 9100,
+    metrics_port: Annotated[int, typer.Option(help="Prometheus /metrics port (0 disables)")] = 9100,
     metrics_host: Annotated[str, typer.Option(help="Prometheus listen address")] = "127.0.0.1",
     ovsdb: Annotated[
         str | None, typer.Option(help="OVSDB remote for queues (default: ovs-vsctl's)")
@@ -75,7 +73,5 @@ def controller(
         LOG.info("SIGHUP: applying %s", policy)
         return fresh
 
-    LOG.info(
-        "policy %s: %d classes, %d rules", policy, len(active.classes), len(active.rules)
-    )
+    LOG.info("policy %s: %d classes, %d rules", policy, len(active.classes), len(active.rules))
     run_controller(settings, ofp_host, ofp_port, reload_policy)

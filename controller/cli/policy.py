@@ -12,8 +12,8 @@ from controller.cli.render import out, print_policy_error
 from controller.pipeline.planner import plan_switch
 from controller.policy.errors import PolicyError
 from controller.policy.load import load_policy_file
-from controller.qos.plan import plan_port_qos
 from controller.policy.units import format_rate
+from controller.qos.plan import plan_port_qos
 
 app = typer.Typer(help="Validate and inspect policy documents.", no_args_is_help=True)
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar, TypeVar, cast
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -26,7 +27,7 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.openflow import messages
-from controller.openflow.replies import ReplyWaiter, RequestFailed
+from controller.openflow.replies import ReplyWaiter, RequestFailedError
 from controller.openflow.settings import ControllerSettings
 from controller.pipeline.diff import FlowDiff, diff_flows
 from controller.pipeline.planner import plan_switch
@@ -36,6 +37,14 @@ from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.qos.provision import reconcile_bridge
 
 LOG = logging.getLogger("flowlane.controller")
+
+_Handler = TypeVar("_Handler", bound=Callable[..., None])
+
+
+def _on(event: Any, dispatchers: Any) -> Callable[[_Handler], _Handler]:
+    """os-ken's ``set_ev_cls`` with a type, so mypy keeps checking the handlers."""
+    return cast(Callable[[_Handler], _Handler], set_ev_cls(event, dispatchers))
+
 
 OFPP_MAX = 0xFFFFFF00
 
@@ -60,7 +69,7 @@ class SwitchPort:
 
 
 class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
-    OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+    OFP_VERSIONS: ClassVar[list[int]] = [ofproto_v1_3.OFP_VERSION]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         settings = kwargs.pop("flowlane")
@@ -95,7 +104,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     # ---- events -------------------------------------------------------------
 
-    @set_ev_cls(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    @_on(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def _state_change(self, ev: Any) -> None:
         datapath = ev.datapath
         if datapath.id is None:
@@ -117,7 +126,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             LOG.info("switch %016x disconnected", datapath.id)
             hub.spawn(self._collect_qos_garbage)
 
-    @set_ev_cls(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @_on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
         reason = {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, str(msg.reason))
@@ -127,7 +136,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
             hub.spawn(self._collect_qos_garbage)
 
-    @set_ev_cls(
+    @_on(
         [
             ofp_event.EventOFPFlowStatsReply,
             ofp_event.EventOFPPortDescStatsReply,
@@ -139,11 +148,11 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
         self._replies.part(msg.datapath.id, msg.xid, msg.body, more)
 
-    @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+    @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev: Any) -> None:
         self._replies.part(ev.msg.datapath.id, ev.msg.xid, [], False)
 
-    @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+    @_on(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev: Any) -> None:
         msg = ev.msg
         reason = f"switch error type={msg.type} code={msg.code} for xid {msg.xid:#x}"
@@ -181,7 +190,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             started = time.monotonic()
             try:
                 self._sync_locked(session, reason)
-            except RequestFailed as exc:
+            except RequestFailedError as exc:
                 self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
                 LOG.error("switch %016x: sync (%s) failed: %s; will retry", dpid, reason, exc)
             except Exception:
@@ -247,7 +256,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         finally:
             errors = self._replies.settle(datapath.id, sent)
         if errors:
-            raise RequestFailed(f"{len(errors)} flow mod(s) rejected, first: {errors[0]}")
+            raise RequestFailedError(f"{len(errors)} flow mod(s) rejected, first: {errors[0]}")
 
     def _sync_qos(self, session: SwitchSession, ports: list[SwitchPort]) -> str:
         tag = f"{session.dpid:016x}"

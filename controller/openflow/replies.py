@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
-class RequestFailed(RuntimeError):
+class RequestFailedError(RuntimeError):
     pass
 
 
@@ -75,9 +75,9 @@ class ReplyWaiter:
             pending = self._pending[(dpid, xid)]
         try:
             if not pending.done.wait(timeout_s):
-                raise RequestFailed(f"no reply to xid {xid:#x} within {timeout_s:g}s")
+                raise RequestFailedError(f"no reply to xid {xid:#x} within {timeout_s:g}s")
             if pending.error is not None:
-                raise RequestFailed(pending.error)
+                raise RequestFailedError(pending.error)
             return pending.parts
         finally:
             with self._lock:

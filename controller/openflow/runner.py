@@ -8,6 +8,7 @@ passing our settings to the app's constructor.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -66,4 +67,10 @@ def run_controller(
         hub.joinall(services)
     finally:
         manager.close()
+        # os-ken's hub threads (datapath loops, our sync threads) are not
+        # daemons and would keep the interpreter alive. Switches keep the
+        # installed pipeline on their own, so there is nothing left to wait for.
+        logging.shutdown()
         sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

@@ -23,7 +23,7 @@ from controller.pipeline.flows import (
     WriteMetadata,
     make_match,
 )
-from controller.pipeline.rules import UnresolvedPort, expand_match
+from controller.pipeline.rules import UnresolvedPortError, expand_match
 from controller.policy.match import ETH_TYPE_IPV4, ETH_TYPE_IPV6
 from controller.policy.model import Policy
 
@@ -54,7 +54,7 @@ def classification_flows(
     for index, rule in enumerate(policy.rules):
         try:
             matches = expand_match(rule.match, port_numbers, rule.bidirectional)
-        except UnresolvedPort:
+        except UnresolvedPortError:
             unresolved.append(rule.name)
             continue
         priority = tables.RULE_PRIORITY_BASE + total - index
@@ -97,9 +97,7 @@ def marking_flows(policy: Policy) -> list[FlowEntry]:
                     tables.MARK_IP_PRIORITY,
                     make_match(metadata, MatchField("eth_type", eth_type)),
                     (
-                        ApplyActions(
-                            (SetField("ip_dscp", traffic_class.dscp), SetQueue(queue_id))
-                        ),
+                        ApplyActions((SetField("ip_dscp", traffic_class.dscp), SetQueue(queue_id))),
                         forward,
                     ),
                     Owner.PIPELINE,

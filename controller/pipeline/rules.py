@@ -25,7 +25,7 @@ _MIRRORED = {
 MAX_MATCHES_PER_RULE = 1024
 
 
-class UnresolvedPort(LookupError):
+class UnresolvedPortError(LookupError):
     """The rule names an OVS port this switch does not have (yet)."""
 
 
@@ -46,7 +46,7 @@ def _fixed_fields(spec: MatchSpec, port_numbers: Mapping[str, int]) -> list[Matc
     if spec.in_port is not None:
         if isinstance(spec.in_port, str):
             if spec.in_port not in port_numbers:
-                raise UnresolvedPort(spec.in_port)
+                raise UnresolvedPortError(spec.in_port)
             fields.append(MatchField("in_port", port_numbers[spec.in_port]))
         else:
             fields.append(MatchField("in_port", spec.in_port))
@@ -65,9 +65,7 @@ def _fixed_fields(spec: MatchSpec, port_numbers: Mapping[str, int]) -> list[Matc
 
 
 def _mirror(match: Match) -> Match:
-    return make_match(
-        *(MatchField(_MIRRORED.get(f.name, f.name), f.value, f.mask) for f in match)
-    )
+    return make_match(*(MatchField(_MIRRORED.get(f.name, f.name), f.value, f.mask) for f in match))
 
 
 def expand_match(
@@ -75,7 +73,7 @@ def expand_match(
 ) -> tuple[Match, ...]:
     """All OpenFlow matches for ``spec``, without duplicates, in a stable order.
 
-    Raises ``UnresolvedPort`` when ``in_port`` names a port the switch lacks.
+    Raises ``UnresolvedPortError`` when ``in_port`` names a port the switch lacks.
     A match pinned to an ``in_port`` is one-way by nature and is not mirrored.
     """
     fixed = _fixed_fields(spec, port_numbers)

@@ -28,11 +28,11 @@ from controller.pipeline.flows import (
 MAX_HOPS = 16
 
 
-class AmbiguousLookup(RuntimeError):
+class AmbiguousLookupError(RuntimeError):
     """Two different entries of equal priority match one packet."""
 
 
-class TableMiss(RuntimeError):
+class TableMissError(RuntimeError):
     """No entry matched: OpenFlow 1.3 would drop the packet."""
 
 
@@ -65,9 +65,9 @@ def lookup(
         if best is None or entry.priority > best.priority:
             best = entry
         elif entry.priority == best.priority and entry.instructions != best.instructions:
-            raise AmbiguousLookup(f"{best.key} and {entry.key} both match {dict(packet)}")
+            raise AmbiguousLookupError(f"{best.key} and {entry.key} both match {dict(packet)}")
     if best is None:
-        raise TableMiss(f"table {table_id} has no entry for {dict(packet)}")
+        raise TableMissError(f"table {table_id} has no entry for {dict(packet)}")
     return best
 
 

@@ -98,4 +98,3 @@ def _rate_errors(policy: Policy) -> Iterator[FieldError]:
                     f" {traffic_class.min_rate} on a {port_rate} port",
                 )
                 break
-

@@ -60,5 +60,7 @@ def load_policy_file(path: Path) -> Policy:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise PolicyError([FieldError("(file)", f"cannot read: {exc.strerror}")], str(path)) from None
+        raise PolicyError(
+            [FieldError("(file)", f"cannot read: {exc.strerror}")], str(path)
+        ) from None
     return parse_policy_yaml(text, str(path))

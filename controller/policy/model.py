@@ -67,7 +67,7 @@ class Rule(BaseModel):
     traffic_class: Name = Field(alias="class")
     bidirectional: bool = Field(
         default=True,
-        description="also match the reverse direction (swapped src/dst), so replies share the class",
+        description="also match the reverse direction (src/dst swapped): replies share the class",
     )
 
 

@@ -74,7 +74,7 @@ def parse_rate(value: object) -> Rate:
     absolute = _RATE_RE.match(value)
     if not absolute:
         raise ValueError(
-            f"cannot parse rate {value!r}: use a number with bit, Kbit, Mbit, Gbit or a share like 20%"
+            f"cannot parse rate {value!r}: use bit, Kbit, Mbit, Gbit (e.g. 50Mbit) or a share (20%)"
         )
     number, unit = absolute.groups()
     multiplier = _RATE_UNITS.get(unit.lower())

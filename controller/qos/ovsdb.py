@@ -135,7 +135,9 @@ class Ovsdb:
         """Current QoS of the named ports (a port absent from OVSDB is absent here)."""
         names = set(port_names)
         ports = [p for p in self._table("port", "name,qos", list(names)) if p["name"] in names]
-        qos_rows = {q["_uuid"]: q for q in self._table("qos", "_uuid,external_ids,other_config,queues")}
+        qos_rows = {
+            q["_uuid"]: q for q in self._table("qos", "_uuid,external_ids,other_config,queues")
+        }
         queue_rows = {q["_uuid"]: q for q in self._table("queue", "_uuid,other_config")}
         states: dict[str, PortQosState] = {}
         for port in ports:
@@ -226,9 +228,7 @@ class Ovsdb:
 
     def collect_garbage(self) -> list[str]:
         """Destroy flowlane QoS/Queue rows no port references (ports deleted under us)."""
-        referenced = {
-            p["qos"] for p in self._table("port", "qos") if isinstance(p["qos"], str)
-        }
+        referenced = {p["qos"] for p in self._table("port", "qos") if isinstance(p["qos"], str)}
         args: list[str] = []
         freed: list[str] = []
         qos_queues: set[str] = set()

@@ -16,7 +16,7 @@ HTB_MIN_RATE_BPS = 8_000
 
 @dataclass(frozen=True, slots=True)
 class QueueSpec:
-    """One HTB class on a port; ``queue_id`` is the OVS queue number (HTB minor id − 1)."""
+    """One HTB class on a port; ``queue_id`` is the OVS queue number (HTB minor id minus 1)."""
 
     queue_id: int
     class_name: str

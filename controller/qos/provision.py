@@ -40,7 +40,11 @@ def reconcile_bridge(
     except OvsdbError as exc:
         outcome.failed.update(dict.fromkeys(plans, exc.detail))
         return outcome
-    stale = [plan for name, plan in plans.items() if name in current and not current[name].satisfies(plan)]
+    stale = [
+        plan
+        for name, plan in plans.items()
+        if name in current and not current[name].satisfies(plan)
+    ]
     for name in plans.keys() - current.keys():
         outcome.failed[name] = "port not found in OVSDB"
     if stale:

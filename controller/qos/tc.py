@@ -15,11 +15,11 @@ from typing import Any
 from controller.qos.plan import TcFilter
 
 _PRIORITY = {"ip": 10, "ipv6": 11}
-_MATCH = {
-    # IPv4: TOS is the second byte of the header's first word.
-    "ip": (lambda dscp: (dscp << 2) << 16, 0xFC << 16),
+_SHIFT = {
+    # IPv4: TOS is the second byte of the header's first 32-bit word.
+    "ip": 16,
     # IPv6: Traffic Class sits at bits 20..27 of the first word.
-    "ipv6": (lambda dscp: (dscp << 2) << 20, 0xFC << 20),
+    "ipv6": 20,
 }
 
 
@@ -48,8 +48,8 @@ def _key(protocol: str, value: int, mask: int, classid: str) -> tuple[str, int, 
 def wanted_keys(filters: Sequence[TcFilter]) -> set[tuple[str, int, int, str]]:
     keys = set()
     for item in filters:
-        value_of, mask = _MATCH[item.protocol]
-        keys.add(_key(item.protocol, value_of(item.dscp), mask, item.classid))
+        shift = _SHIFT[item.protocol]
+        keys.add(_key(item.protocol, (item.dscp << 2) << shift, 0xFC << shift, item.classid))
     return keys
 
 
@@ -64,7 +64,12 @@ def present_keys(device: str) -> set[tuple[str, int, int, str]]:
         if not match or "flowid" not in options:
             continue
         keys.add(
-            _key(entry["protocol"], int(match["value"], 16), int(match["mask"], 16), options["flowid"])
+            _key(
+                entry["protocol"],
+                int(match["value"], 16),
+                int(match["mask"], 16),
+                options["flowid"],
+            )
         )
     return keys
 

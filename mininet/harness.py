@@ -1,0 +1,270 @@
+"""Run flowlane against real OVS in Mininet: controller process, readiness, diagnostics, cleanup.
+
+Waits poll for the state that matters (the planned flows on the switch, the
+queues on the ports) instead of sleeping, and every process it starts is
+stopped by PID.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from mininet.net import Mininet
+from mininet.node import OVSSwitch, RemoteController
+from mininet.topo import Topo
+
+from controller.pipeline.planner import plan_switch
+from controller.policy.load import load_policy_file
+from controller.policy.model import Policy
+from controller.qos import tc
+from controller.qos.ovsdb import Ovsdb
+from controller.qos.plan import plan_port_qos, tc_filters
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+REQUIRED_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-vswitchd", "tc", "ethtool", "iperf3", "mnexec")
+
+
+class PrerequisiteError(RuntimeError):
+    """Something the end-to-end run needs is missing; the message says what and how to fix it."""
+
+
+def check_prerequisites() -> None:
+    """Fail loudly (never skip) when the machine cannot run the scenario."""
+    problems = []
+    if os.geteuid() != 0:
+        problems.append("must run as root (Mininet creates namespaces and veths)")
+    missing = [tool for tool in REQUIRED_TOOLS if shutil.which(tool) is None]
+    if missing:
+        problems.append(f"missing tools: {', '.join(missing)} (run `make setup`)")
+    elif subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode:
+        problems.append("Open vSwitch is not running (run deploy/start-ovs.sh)")
+    if problems:
+        raise PrerequisiteError("; ".join(problems))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for(
+    what: str, check: Callable[[], bool], timeout_s: float, interval_s: float = 0.1
+) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(interval_s)
+    raise TimeoutError(f"timed out after {timeout_s:g}s waiting for {what}")
+
+
+def stop_process(process: subprocess.Popen[Any], timeout_s: float = 5) -> int | None:
+    """SIGTERM, then SIGKILL; returns the exit code."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout_s)
+    return process.returncode
+
+
+@dataclass
+class ControllerProcess:
+    process: subprocess.Popen[bytes]
+    policy: Policy
+    log_path: Path
+    ofp_port: int
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def problems(self) -> list[str]:
+        """Lines that mean the controller misbehaved (Faucet's harness fails on these too)."""
+        return [
+            line
+            for line in self.log().splitlines()
+            if " ERROR " in line or "Traceback" in line or " CRITICAL " in line
+        ]
+
+
+@contextmanager
+def controller(policy_file: Path, log_path: Path, ofp_port: int) -> Iterator[ControllerProcess]:
+    """A ``flowlane controller`` process; yields once it listens, stops it by PID after."""
+    log = log_path.open("ab")
+    process = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "controller",
+            "controller",
+            "--policy",
+            str(policy_file),
+            "--ofp-port",
+            str(ofp_port),
+            "--metrics-port",
+            "0",
+            "--audit-interval",
+            "2",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    handle = ControllerProcess(process, load_policy_file(policy_file), log_path, ofp_port)
+    try:
+        wait_for(
+            "the controller to listen",
+            lambda: process.poll() is not None or "listening for OpenFlow" in handle.log(),
+            30,
+        )
+        if process.poll() is not None:
+            raise RuntimeError(f"controller exited with {process.returncode}:\n{handle.log()}")
+        yield handle
+    finally:
+        stop_process(process)
+        log.close()
+
+
+def ofctl_cookies(bridge: str) -> list[int]:
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return [int(m, 16) for m in re.findall(r"cookie=(0x[0-9a-f]+)", out)]
+
+
+def ofctl_ports(bridge: str) -> dict[str, int]:
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "show", bridge],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return {name: int(number) for number, name in re.findall(r"^\s*(\d+)\((\S+)\):", out, re.M)}
+
+
+def in_sync(bridge: str, policy: Policy, ports: list[str]) -> bool:
+    """The switch holds exactly the planned flows and every port has its queues and filters."""
+    planned = sorted(flow.cookie for flow in plan_switch(policy, ofctl_ports(bridge)).flows)
+    if sorted(ofctl_cookies(bridge)) != planned:
+        return False
+    states = Ovsdb().port_qos(ports)
+    for port in ports:
+        qos = plan_port_qos(policy, port, None if port not in states else _link_bps(port))
+        if port not in states or not states[port].satisfies(qos):
+            return False
+        if tc.present_keys(port) != tc.wanted_keys(tc_filters(qos)):
+            return False
+    return True
+
+
+def _link_bps(port: str) -> int | None:
+    """The speed OVS reports for a port, as the controller sees it (bit/s)."""
+    out = subprocess.run(
+        ["ovs-vsctl", "--timeout=5", "get", "interface", port, "link_speed"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return int(out) if out.isdigit() and int(out) > 0 else None
+
+
+def wait_in_sync(bridge: str, policy: Policy, ports: list[str], timeout_s: float = 30) -> None:
+    wait_for(
+        f"{bridge} to hold the planned pipeline and queues",
+        lambda: in_sync(bridge, policy, ports),
+        timeout_s,
+        0.25,
+    )
+
+
+def diagnostics(bridge: str, ports: list[str], controller_log: str = "") -> str:
+    """Everything worth reading when a scenario fails."""
+    commands = [
+        ["ovs-vsctl", "show"],
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
+        ["ovs-vsctl", "list", "qos"],
+        ["ovs-vsctl", "list", "queue"],
+    ]
+    for port in ports:
+        commands += [
+            ["tc", "-s", "class", "show", "dev", port],
+            ["tc", "filter", "show", "dev", port, "parent", "1:"],
+        ]
+    sections = []
+    for command in commands:
+        done = subprocess.run(command, capture_output=True, text=True)
+        sections.append(f"$ {' '.join(command)}\n{done.stdout}{done.stderr}")
+    sections.append(f"--- controller log (tail) ---\n{controller_log[-20000:]}")
+    return "\n".join(sections)
+
+
+def user_switch(protocols: str = "OpenFlow13") -> Callable[..., OVSSwitch]:
+    """OVS on the userspace datapath: this machine has no openvswitch kernel module."""
+    return partial(OVSSwitch, datapath="user", protocols=protocols)
+
+
+@contextmanager
+def network(topo: Topo, ofp_port: int) -> Iterator[Mininet]:
+    """A started Mininet network with TX checksum offload off on every host.
+
+    TCP through the userspace datapath stalls with offload on. The
+    controller reconnect back-off is cut to 1 s so a restarted controller is
+    found quickly.
+    """
+    net = Mininet(
+        topo=topo,
+        switch=user_switch(),
+        controller=partial(RemoteController, ip="127.0.0.1", port=ofp_port),
+        autoSetMacs=False,
+        build=False,
+    )
+    try:
+        net.build()
+        net.start()
+        for host in net.hosts:
+            for intf in host.intfList():
+                host.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
+        for switch in net.switches:
+            for uuid in (
+                subprocess.run(
+                    ["ovs-vsctl", "get", "bridge", switch.name, "controller"],
+                    capture_output=True,
+                    text=True,
+                )
+                .stdout.strip("[] \n")
+                .split(",")
+            ):
+                if uuid.strip():
+                    subprocess.run(
+                        ["ovs-vsctl", "set", "controller", uuid.strip(), "max_backoff=1000"],
+                        check=False,
+                    )
+        yield net
+    finally:
+        net.stop()
+        Ovsdb().collect_garbage()
+
+
+def host_popen(host: Any, args: list[str], **kwargs: Any) -> subprocess.Popen[str]:
+    return host.popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs)  # type: ignore[no-any-return]

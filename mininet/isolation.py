@@ -1,0 +1,329 @@
+"""The isolation scenario: training saturates a 50 Mbit port that inference also needs.
+
+Two training senders run iperf3 to one server while an inference client
+sends open-loop requests to the same server; all of it crosses the server's
+switch port, which the policy limits to 50 Mbit.  Each mode (a policy file)
+runs in the same network, one after the other: the controller is restarted
+with the mode's policy and the switch reconciles to it.  For each mode the
+scenario measures inference latency idle and under training load, and
+training goodput.
+
+    python mininet/isolation.py --repeat 3          # the benchmark (make bench)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import harness
+from topologies import SWITCH, SingleSwitchTopo, server_port
+
+from controller.pipeline import tables
+
+LOADGEN = Path(__file__).resolve().parent / "loadgen.py"
+POLICIES = harness.REPO / "policies" / "examples"
+MODES = {"flowlane": POLICIES / "isolation.yaml", "fifo": POLICIES / "fifo.yaml"}
+INFERENCE_PORT = 8000
+TRAINING_PORT = 5201
+
+
+@dataclass(frozen=True)
+class ScenarioConfig:
+    idle_s: float = 5.0
+    loaded_s: float = 10.0
+    ramp_s: float = 2.0
+    """Training runs this long before inference is measured, so queues are full."""
+    inference_rate: float = 200.0
+    request_bytes: int = 256
+    response_bytes: int = 1024
+    connections: int = 4
+    training_senders: int = 2
+
+
+@dataclass
+class ModeResult:
+    mode: str
+    policy: str
+    port_bps: int
+    idle: dict[str, Any]
+    loaded: dict[str, Any]
+    goodput_bps: float
+    class_bytes: dict[str, int] = field(default_factory=dict)
+    """Bytes each class's HTB class sent on the bottleneck during the loaded phase."""
+    marked_packets: dict[str, int] = field(default_factory=dict)
+    """Packets through each class's marking flows (table 1) during the loaded phase."""
+
+    @property
+    def p99_ratio(self) -> float:
+        return float(self.loaded["latency_ms"]["p99"]) / float(self.idle["latency_ms"]["p99"])
+
+    @property
+    def goodput_ratio(self) -> float:
+        return self.goodput_bps / self.port_bps
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            **asdict(self),
+            "p99_loaded_over_idle": round(self.p99_ratio, 3),
+            "goodput_over_port": round(self.goodput_ratio, 4),
+        }
+
+
+class ScenarioError(RuntimeError):
+    """A run failed; the message carries the switch and controller state."""
+
+
+def _tc_class_bytes(device: str) -> dict[str, int]:
+    out = subprocess.run(
+        ["tc", "-s", "class", "show", "dev", device], capture_output=True, text=True
+    ).stdout
+    return {
+        classid: int(sent)
+        for classid, sent in re.findall(r"class htb (\S+) .*?\n\s*Sent (\d+) bytes", out, re.S)
+    }
+
+
+def _marking_packets(bridge: str) -> dict[int, int]:
+    """Packets per class metadata through the IP marking flows of table 1."""
+    out = subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge, f"table={tables.MARK}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    counts: dict[int, int] = {}
+    for packets, metadata in re.findall(r"n_packets=(\d+),.*?metadata=(0x[0-9a-f]+)/0xff", out):
+        counts[int(metadata, 16)] = counts.get(int(metadata, 16), 0) + int(packets)
+    return counts
+
+
+def _run_client(
+    host: Any, server_ip: str, config: ScenarioConfig, duration_s: float
+) -> dict[str, Any]:
+    process = harness.host_popen(
+        host,
+        [
+            harness.PYTHON,
+            str(LOADGEN),
+            "client",
+            "--host",
+            server_ip,
+            "--port",
+            str(INFERENCE_PORT),
+            "--rate",
+            str(config.inference_rate),
+            "--duration",
+            str(duration_s),
+            "--request-bytes",
+            str(config.request_bytes),
+            "--response-bytes",
+            str(config.response_bytes),
+            "--connections",
+            str(config.connections),
+            "--warmup",
+            "0.5",
+            "--timeout",
+            "5",
+        ],
+    )
+    try:
+        out, err = process.communicate(timeout=duration_s + 30)
+    finally:
+        harness.stop_process(process)
+    if not out.strip():
+        raise ScenarioError(f"load generator printed nothing (exit {process.returncode}): {err}")
+    result: dict[str, Any] = json.loads(out)
+    if result["samples"] == 0:
+        raise ScenarioError(f"load generator got no responses: {result}")
+    return result
+
+
+def _measure(
+    net: Any, mode: str, policy_file: Path, config: ScenarioConfig, port_bps: int
+) -> ModeResult:
+    client, server = net.get("infer1"), net.get("server")
+    senders = [net.get(f"train{i + 1}") for i in range(config.training_senders)]
+    bottleneck = server_port(config.training_senders)
+    idle = _run_client(client, server.IP(), config, config.idle_s)
+
+    bytes_before, marks_before = _tc_class_bytes(bottleneck), _marking_packets(SWITCH)
+    iperfs = [
+        harness.host_popen(
+            sender,
+            [
+                "iperf3",
+                "-c",
+                server.IP(),
+                "-p",
+                str(TRAINING_PORT + index),
+                "-J",
+                "-t",
+                str(int(config.ramp_s + config.loaded_s + 2)),
+                "-O",
+                str(int(config.ramp_s)),
+            ],
+        )
+        for index, sender in enumerate(senders)
+    ]
+    try:
+        time.sleep(config.ramp_s)
+        loaded = _run_client(client, server.IP(), config, config.loaded_s)
+        goodput = 0.0
+        for process in iperfs:
+            out, err = process.communicate(timeout=config.ramp_s + config.loaded_s + 30)
+            report = json.loads(out)
+            if "error" in report:
+                raise ScenarioError(f"iperf3 failed: {report['error']}")
+            goodput += float(report["end"]["sum_received"]["bits_per_second"])
+    finally:
+        for process in iperfs:
+            harness.stop_process(process)
+    bytes_after, marks_after = _tc_class_bytes(bottleneck), _marking_packets(SWITCH)
+    policy = harness.load_policy_file(policy_file)
+    class_bytes, marked = {}, {}
+    for name in policy.class_names:
+        queue_id = policy.queue_id(name)
+        classid = f"1:{queue_id + 1:x}"
+        class_bytes[name] = bytes_after.get(classid, 0) - bytes_before.get(classid, 0)
+        metadata = tables.class_metadata(queue_id)
+        marked[name] = marks_after.get(metadata, 0) - marks_before.get(metadata, 0)
+    return ModeResult(
+        mode,
+        str(policy_file.relative_to(harness.REPO)),
+        port_bps,
+        idle,
+        loaded,
+        goodput,
+        class_bytes,
+        marked,
+    )
+
+
+def run(modes: dict[str, Path], config: ScenarioConfig, workdir: Path) -> list[ModeResult]:
+    """Run every mode in one network; raise ``ScenarioError`` with diagnostics on failure."""
+    harness.check_prerequisites()
+    ofp_port = harness.free_port()
+    topo = SingleSwitchTopo(training_senders=config.training_senders, inference_clients=1)
+    results: list[ModeResult] = []
+    with harness.network(topo, ofp_port) as net:
+        ports = [intf.name for intf in net.get(SWITCH).intfList() if intf.name != "lo"]
+        server = net.get("server")
+        servers = [
+            harness.host_popen(
+                server, [harness.PYTHON, str(LOADGEN), "server", "--port", str(INFERENCE_PORT)]
+            )
+        ]
+        servers += [
+            harness.host_popen(server, ["iperf3", "-s", "-p", str(TRAINING_PORT + i)])
+            for i in range(config.training_senders)
+        ]
+        try:
+            assert servers[0].stdout is not None
+            if "listening" not in servers[0].stdout.readline():
+                raise ScenarioError("inference server did not start")
+            for mode, policy_file in modes.items():
+                log_path = workdir / f"controller-{mode}.log"
+                with harness.controller(policy_file, log_path, ofp_port) as ctl:
+                    try:
+                        harness.wait_in_sync(SWITCH, ctl.policy, ports)
+                        bottleneck = server_port(config.training_senders)
+                        port_bps = ctl.policy.ports.configured_rate(bottleneck).bps
+                        results.append(_measure(net, mode, policy_file, config, port_bps))
+                        problems = ctl.problems()
+                        if problems:
+                            raise ScenarioError("controller logged errors:\n" + "\n".join(problems))
+                    except Exception as exc:
+                        raise ScenarioError(
+                            f"mode {mode}: {exc}\n{harness.diagnostics(SWITCH, ports, ctl.log())}"
+                        ) from exc
+        finally:
+            for process in servers:
+                harness.stop_process(process)
+    return results
+
+
+def environment() -> dict[str, Any]:
+    def version(command: list[str]) -> str:
+        done = subprocess.run(command, capture_output=True, text=True)
+        return (done.stdout or done.stderr).splitlines()[0] if done.returncode == 0 else "unknown"
+
+    return {
+        "python": platform.python_version(),
+        "kernel": platform.release(),
+        "cpus": len(__import__("os").sched_getaffinity(0)),
+        "ovs": version(["ovs-vswitchd", "--version"]),
+        "iperf3": version(["iperf3", "--version"]),
+    }
+
+
+def _table(rounds: list[list[ModeResult]]) -> str:
+    lines = [
+        f"{'mode':<10} {'idle p99 ms':>12} {'loaded p99 ms':>14} {'p99 loaded/idle':>16} "
+        f"{'goodput Mbit/s':>15} {'goodput/port':>13}"
+    ]
+    modes = [result.mode for result in rounds[0]]
+    for mode in modes:
+        runs = [result for results in rounds for result in results if result.mode == mode]
+        for result in runs:
+            lines.append(
+                f"{mode:<10} {result.idle['latency_ms']['p99']:>12.3f} {result.loaded['latency_ms']['p99']:>14.3f}"
+                f" {result.p99_ratio:>16.2f} {result.goodput_bps / 1e6:>15.2f} {result.goodput_ratio:>13.3f}"
+            )
+        if len(runs) > 1:
+            lines.append(
+                f"{mode + ' med':<10} {statistics.median(r.idle['latency_ms']['p99'] for r in runs):>12.3f}"
+                f" {statistics.median(r.loaded['latency_ms']['p99'] for r in runs):>14.3f}"
+                f" {statistics.median(r.p99_ratio for r in runs):>16.2f}"
+                f" {statistics.median(r.goodput_bps for r in runs) / 1e6:>15.2f}"
+                f" {statistics.median(r.goodput_ratio for r in runs):>13.3f}"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--idle", type=float, default=ScenarioConfig.idle_s)
+    parser.add_argument("--loaded", type=float, default=ScenarioConfig.loaded_s)
+    parser.add_argument("--rate", type=float, default=ScenarioConfig.inference_rate)
+    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
+    args = parser.parse_args(argv)
+    config = ScenarioConfig(idle_s=args.idle, loaded_s=args.loaded, inference_rate=args.rate)
+    rounds = []
+    with tempfile.TemporaryDirectory(prefix="flowlane-bench-") as tmp:
+        for index in range(args.repeat):
+            print(f"round {index + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
+            rounds.append(run(MODES, config, Path(tmp)))
+    table = _table(rounds)
+    print(table)
+    flowlane = [r for results in rounds for r in results if r.mode == "flowlane"]
+    print(
+        f"\ntargets: flowlane p99 loaded/idle <= 1.5 (median {statistics.median(r.p99_ratio for r in flowlane):.2f}),"
+        f" goodput/port >= 0.93 (median {statistics.median(r.goodput_ratio for r in flowlane):.3f})"
+    )
+    if args.out:
+        report = {
+            "config": asdict(config),
+            "environment": environment(),
+            "rounds": [[r.summary() for r in rs] for rs in rounds],
+        }
+        args.out.write_text(json.dumps(report, indent=2))
+        print(f"report: {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
