@@ -22,6 +22,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 from mininet.topo import Topo
@@ -106,7 +107,15 @@ class ControllerProcess:
 
 
 @contextmanager
-def controller(policy_file: Path, log_path: Path, ofp_port: int) -> Iterator[ControllerProcess]:
+def controller(
+    policy_file: Path,
+    log_path: Path,
+    ofp_port: int,
+    *,
+    metrics_port: int = 0,
+    audit_interval_s: float = 2.0,
+    env: dict[str, str] | None = None,
+) -> Iterator[ControllerProcess]:
     """A ``flowlane controller`` process; yields once it listens, stops it by PID after."""
     log = log_path.open("ab")
     process = subprocess.Popen(
@@ -120,13 +129,14 @@ def controller(policy_file: Path, log_path: Path, ofp_port: int) -> Iterator[Con
             "--ofp-port",
             str(ofp_port),
             "--metrics-port",
-            "0",
+            str(metrics_port),
             "--audit-interval",
-            "2",
+            str(audit_interval_s),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=REPO,
+        env=env,
         start_new_session=True,
     )
     handle = ControllerProcess(process, load_policy_file(policy_file), log_path, ofp_port)
@@ -232,6 +242,7 @@ def network(topo: Topo, ofp_port: int) -> Iterator[Mininet]:
     controller reconnect back-off is cut to 1 s so a restarted controller is
     found quickly.
     """
+    setLogLevel("warning")
     net = Mininet(
         topo=topo,
         switch=user_switch(),

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import harness
+from rich.console import Console
+from rich.table import Table
 from topologies import SWITCH, SingleSwitchTopo, server_port
 
 from controller.pipeline import tables
@@ -181,7 +183,7 @@ def _measure(
         loaded = _run_client(client, server.IP(), config, config.loaded_s)
         goodput = 0.0
         for process in iperfs:
-            out, err = process.communicate(timeout=config.ramp_s + config.loaded_s + 30)
+            out, _ = process.communicate(timeout=config.ramp_s + config.loaded_s + 30)
             report = json.loads(out)
             if "error" in report:
                 raise ScenarioError(f"iperf3 failed: {report['error']}")
@@ -267,28 +269,40 @@ def environment() -> dict[str, Any]:
     }
 
 
-def _table(rounds: list[list[ModeResult]]) -> str:
-    lines = [
-        f"{'mode':<10} {'idle p99 ms':>12} {'loaded p99 ms':>14} {'p99 loaded/idle':>16} "
-        f"{'goodput Mbit/s':>15} {'goodput/port':>13}"
+def _row(label: str, runs: list[ModeResult]) -> list[str]:
+    """Median over runs (a single run is its own median)."""
+
+    def med(values: list[float]) -> float:
+        return statistics.median(values)
+
+    return [
+        label,
+        f"{med([r.idle['latency_ms']['p99'] for r in runs]):.3f}",
+        f"{med([r.loaded['latency_ms']['p99'] for r in runs]):.3f}",
+        f"{med([r.p99_ratio for r in runs]):.2f}",
+        f"{med([r.goodput_bps for r in runs]) / 1e6:.2f}",
+        f"{med([r.goodput_ratio for r in runs]):.3f}",
     ]
-    modes = [result.mode for result in rounds[0]]
-    for mode in modes:
+
+
+def results_table(rounds: list[list[ModeResult]]) -> Table:
+    table = Table(title="isolation: inference p99 and training goodput on a 50 Mbit port")
+    for column in (
+        "mode",
+        "idle p99 ms",
+        "loaded p99 ms",
+        "loaded/idle",
+        "goodput Mbit/s",
+        "goodput/port",
+    ):
+        table.add_column(column, justify="right")
+    for mode in [result.mode for result in rounds[0]]:
         runs = [result for results in rounds for result in results if result.mode == mode]
-        for result in runs:
-            lines.append(
-                f"{mode:<10} {result.idle['latency_ms']['p99']:>12.3f} {result.loaded['latency_ms']['p99']:>14.3f}"
-                f" {result.p99_ratio:>16.2f} {result.goodput_bps / 1e6:>15.2f} {result.goodput_ratio:>13.3f}"
-            )
+        for index, result in enumerate(runs):
+            table.add_row(*_row(f"{mode} #{index + 1}", [result]))
         if len(runs) > 1:
-            lines.append(
-                f"{mode + ' med':<10} {statistics.median(r.idle['latency_ms']['p99'] for r in runs):>12.3f}"
-                f" {statistics.median(r.loaded['latency_ms']['p99'] for r in runs):>14.3f}"
-                f" {statistics.median(r.p99_ratio for r in runs):>16.2f}"
-                f" {statistics.median(r.goodput_bps for r in runs) / 1e6:>15.2f}"
-                f" {statistics.median(r.goodput_ratio for r in runs):>13.3f}"
-            )
-    return "\n".join(lines)
+            table.add_row(*_row(f"{mode} median", runs), style="bold")
+    return table
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -307,12 +321,15 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(args.repeat):
             print(f"round {index + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
             rounds.append(run(MODES, config, Path(tmp)))
-    table = _table(rounds)
-    print(table)
+    console = Console()
+    console.print(results_table(rounds))
     flowlane = [r for results in rounds for r in results if r.mode == "flowlane"]
-    print(
-        f"\ntargets: flowlane p99 loaded/idle <= 1.5 (median {statistics.median(r.p99_ratio for r in flowlane):.2f}),"
-        f" goodput/port >= 0.93 (median {statistics.median(r.goodput_ratio for r in flowlane):.3f})"
+    ratio = statistics.median(r.p99_ratio for r in flowlane)
+    goodput = statistics.median(r.goodput_ratio for r in flowlane)
+    verdict = {True: "met", False: "MISSED"}
+    console.print(
+        f"targets: flowlane p99 loaded/idle <= 1.5: {ratio:.2f} ({verdict[ratio <= 1.5]});"
+        f" goodput/port >= 0.93: {goodput:.3f} ({verdict[goodput >= 0.93]})"
     )
     if args.out:
         report = {

@@ -35,13 +35,6 @@ def document() -> dict[str, Any]:
 
 
 @pytest.fixture
-def policy_files() -> list[Path]:
-    files = sorted(POLICIES.rglob("*.yaml")) + sorted(POLICIES.rglob("*.yml"))
-    assert POLICIES / "default.yaml" in files
-    return files
-
-
-@pytest.fixture
 def default_policy_path() -> Path:
     return POLICIES / "default.yaml"
 

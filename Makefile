@@ -1,0 +1,36 @@
+# flowlane: `make run` starts the controller, `make test` runs every test.
+# Both set the machine up first (Debian packages, .venv, Open vSwitch).
+
+SHELL := /bin/bash
+POLICY ?= policies/default.yaml
+OFP_PORT ?= 6653
+METRICS_PORT ?= 9100
+
+.PHONY: setup ovs run test bench lint format clean
+
+setup:
+	@deploy/setup.sh
+
+ovs: setup
+	@deploy/start-ovs.sh
+
+run: ovs
+	.venv/bin/flowlane controller --policy $(POLICY) --ofp-port $(OFP_PORT) --metrics-port $(METRICS_PORT)
+
+test: ovs
+	@deploy/test.sh
+
+bench: ovs
+	.venv/bin/python mininet/isolation.py --repeat 3 --out bench-isolation.json
+
+lint: setup
+	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
+	.venv/bin/mypy
+
+format: setup
+	.venv/bin/ruff format .
+	.venv/bin/ruff check --fix .
+
+clean:
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache *.egg-info bench-isolation.json

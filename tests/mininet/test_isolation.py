@@ -1,0 +1,73 @@
+"""End to end on real OVS: flowlane keeps inference latency while training fills the port.
+
+One Mininet network, two training senders, one inference client, one server
+behind a 50 Mbit port. The same run measures the flowlane policy and a
+single-queue FIFO policy (the controller restarts with the other policy and
+the switch reconciles to it), so the comparison holds on a noisy machine.
+Margins are wide on purpose; the figures themselves belong to the benchmark
+(``make bench``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import harness
+import isolation
+import pytest
+
+pytestmark = pytest.mark.mininet
+
+CONFIG = isolation.ScenarioConfig(idle_s=3.0, loaded_s=6.0, ramp_s=2.0, inference_rate=200.0)
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, isolation.ModeResult]:
+    harness.check_prerequisites()
+    workdir: Path = tmp_path_factory.mktemp("isolation")
+    by_mode = {result.mode: result for result in isolation.run(isolation.MODES, CONFIG, workdir)}
+    for result in by_mode.values():
+        print(
+            f"{result.mode}: idle p99 {result.idle['latency_ms']['p99']:.2f} ms,"
+            f" loaded p99 {result.loaded['latency_ms']['p99']:.2f} ms,"
+            f" goodput {result.goodput_bps / 1e6:.1f} Mbit/s,"
+            f" class bytes {result.class_bytes}"
+        )
+    return by_mode
+
+
+def test_fifo_baseline_shows_the_problem(results: dict[str, isolation.ModeResult]) -> None:
+    """Without classes, training traffic queues in front of inference requests."""
+    fifo = results["fifo"]
+    assert fifo.loaded["latency_ms"]["p99"] > 3 * fifo.idle["latency_ms"]["p99"]
+
+
+def test_flowlane_keeps_inference_latency_far_below_fifo(
+    results: dict[str, isolation.ModeResult],
+) -> None:
+    flowlane, fifo = results["flowlane"], results["fifo"]
+    assert flowlane.loaded["errors"] == 0 and fifo.loaded["errors"] == 0
+    assert flowlane.loaded["latency_ms"]["p99"] * 2.5 < fifo.loaded["latency_ms"]["p99"]
+    assert flowlane.loaded["latency_ms"]["p50"] * 2.5 < fifo.loaded["latency_ms"]["p50"]
+
+
+def test_training_keeps_the_port_busy(results: dict[str, isolation.ModeResult]) -> None:
+    """Training borrows everything inference leaves: goodput near the 50 Mbit port rate."""
+    flowlane = results["flowlane"]
+    assert flowlane.goodput_ratio > 0.85
+    # and the ceiling is the policy's, not the link's: HTB shapes the port
+    assert flowlane.goodput_ratio < 1.0
+
+
+def test_each_class_travels_in_its_own_queue_with_its_dscp(
+    results: dict[str, isolation.ModeResult],
+) -> None:
+    """Marking flows counted packets per class, and HTB classes per queue carried them."""
+    flowlane = results["flowlane"]
+    assert flowlane.marked_packets["training"] > 1000
+    assert flowlane.marked_packets["inference"] > 100
+    total = sum(flowlane.class_bytes.values())
+    assert flowlane.class_bytes["training"] > 0.9 * total
+    assert flowlane.class_bytes["inference"] > 0
+    # requests of 256 B at 200/s over ramp+loaded seconds: at least the payload went through
+    assert flowlane.class_bytes["inference"] > CONFIG.request_bytes * 200 * CONFIG.loaded_s / 2
