@@ -84,6 +84,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     def start(self) -> Any:
         thread = super().start()
         hub.spawn(self._audit_loop)
+        # Rows of ports deleted while no controller ran (or before a crash).
+        hub.spawn(self._collect_qos_garbage)
         return thread
 
     def set_policy(self, policy: Policy) -> None:
@@ -181,6 +183,10 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             if port.port_no <= OFPP_MAX
         ]
 
+    def _connected(self, session: SwitchSession) -> bool:
+        with self._sessions_lock:
+            return self._sessions.get(session.dpid) is session
+
     def _sync(self, dpid: int, reason: str) -> None:
         with self._sessions_lock:
             session = self._sessions.get(dpid)
@@ -191,6 +197,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             try:
                 self._sync_locked(session, reason)
             except RequestFailedError as exc:
+                if not self._connected(session):
+                    LOG.info("switch %016x: sync (%s) stopped: switch disconnected", dpid, reason)
+                    return
                 self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
                 LOG.error("switch %016x: sync (%s) failed: %s; will retry", dpid, reason, exc)
             except Exception:
@@ -274,6 +283,12 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             self.settings.policy,
             {port.name: port.link_bps for port in ports},
         )
+        if outcome.vanished:
+            LOG.info(
+                "switch %s: ports gone before their queues were set: %s",
+                tag,
+                ", ".join(outcome.vanished),
+            )
         for port, detail in outcome.failed.items():
             self.settings.metrics.qos_errors.labels(port).inc()
             LOG.error("switch %s port %s: QoS not applied: %s; will retry", tag, port, detail)
@@ -285,9 +300,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 ", ".join(outcome.changed_ports) or "-",
                 ", ".join(outcome.filtered_ports) or "-",
             )
+        provisioned = len(ports) - len(outcome.failed) - len(outcome.vanished)
         return (
-            f"queues on {len(ports) - len(outcome.failed)}/{len(ports)} ports"
-            f" ({session.bridge.datapath_type} datapath)"
+            f"queues on {provisioned}/{len(ports)} ports ({session.bridge.datapath_type} datapath)"
         )
 
     def _collect_qos_garbage(self) -> None:

@@ -167,9 +167,23 @@ class Ovsdb:
         return states
 
     def apply(self, plans: Sequence[PortQos], current: dict[str, PortQosState]) -> None:
-        """Give each planned port a fresh QoS and drop the rows it replaces, in one transaction."""
+        """Give each planned port a fresh QoS and drop the rows it replaces, in one transaction.
+
+        OVS leaves the HTB class of a queue that a replacement QoS no longer
+        has in the kernel (seen with OVS 3.1), so a port that loses queues has
+        its QoS cleared first, which makes OVS rebuild the qdisc from scratch.
+        """
         if not plans:
             return
+        shrinking = [
+            plan.port_name
+            for plan in plans
+            if plan.port_name in current
+            and current[plan.port_name].queues.keys() - {q.queue_id for q in plan.queues}
+        ]
+        if shrinking:
+            self.clear(shrinking)
+            current = {name: state for name, state in current.items() if name not in shrinking}
         args: list[str] = []
         for index, plan in enumerate(plans):
             qos_id = f"@qos{index}"
@@ -216,12 +230,12 @@ class Ovsdb:
         return args
 
     def clear(self, port_names: Sequence[str]) -> None:
-        """Remove flowlane's QoS from ports (used when a port leaves the plan)."""
+        """Remove QoS from ports (destroying the rows when they are flowlane's)."""
         current = self.port_qos(port_names)
         args: list[str] = []
         for name in port_names:
             state = current.get(name)
-            if state and state.owned:
+            if state and state.qos_uuid:
                 args += ["--", "clear", "port", name, "qos", *self._destroy_args(state)]
         if args:
             self._run(args, port_names)

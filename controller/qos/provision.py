@@ -23,6 +23,8 @@ class QosOutcome:
     changed_ports: list[str] = field(default_factory=list)
     filtered_ports: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    vanished: list[str] = field(default_factory=list)
+    """Ports the switch reported that were gone by the time queues were set (being deleted)."""
 
     @property
     def ok(self) -> bool:
@@ -45,8 +47,7 @@ def reconcile_bridge(
         for name, plan in plans.items()
         if name in current and not current[name].satisfies(plan)
     ]
-    for name in plans.keys() - current.keys():
-        outcome.failed[name] = "port not found in OVSDB"
+    outcome.vanished.extend(sorted(plans.keys() - current.keys()))
     if stale:
         try:
             ovsdb.apply(stale, current)
@@ -64,7 +65,11 @@ def reconcile_bridge(
 
 def _apply_one(ovsdb: Ovsdb, plan: PortQos, outcome: QosOutcome) -> None:
     try:
-        ovsdb.apply([plan], ovsdb.port_qos([plan.port_name]))
+        current = ovsdb.port_qos([plan.port_name])
+        if plan.port_name not in current:
+            outcome.vanished.append(plan.port_name)
+            return
+        ovsdb.apply([plan], current)
         outcome.changed_ports.append(plan.port_name)
     except OvsdbError as exc:
         outcome.failed[plan.port_name] = exc.detail
@@ -75,4 +80,7 @@ def _ensure_filters(plan: PortQos, outcome: QosOutcome) -> None:
         if tc.ensure(plan.port_name, tc_filters(plan)):
             outcome.filtered_ports.append(plan.port_name)
     except tc.TcError as exc:
-        outcome.failed[plan.port_name] = str(exc)
+        if exc.missing_device:
+            outcome.vanished.append(plan.port_name)
+        else:
+            outcome.failed[plan.port_name] = str(exc)

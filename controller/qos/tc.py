@@ -26,6 +26,7 @@ _SHIFT = {
 class TcError(RuntimeError):
     def __init__(self, device: str, detail: str) -> None:
         self.device = device
+        self.missing_device = "Cannot find device" in detail
         super().__init__(f"tc failed on {device}: {detail}")
 
 

@@ -1,0 +1,216 @@
+"""The controller against a real Open vSwitch: install, reconcile, ports, drift, faults.
+
+Each test starts ``flowlane controller`` as a process (stopped by PID) and a
+userspace bridge (deleted after). Readiness is the observable state — the
+planned cookies in ``ovs-ofctl dump-flows``, queues in OVSDB, filters in tc —
+never a sleep.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import urllib.request
+from pathlib import Path
+
+import harness
+import pytest
+from ovs_bridge import OvsBridge, owned_qos_ports, sh
+
+from controller.policy.load import load_policy_file
+
+pytestmark = pytest.mark.ovs
+
+POLICY_A = """
+classes:
+  inference:   {priority: 0, dscp: 46, min_rate: 20%}
+  training:    {priority: 1, dscp: 26, min_rate: 70%}
+  best-effort: {priority: 2, dscp: 0,  min_rate: 10%}
+default_class: inference
+rules:
+  - {name: rocev2, match: {udp_dst: 4791}, class: training}
+  - {name: triton, match: {tcp_dst: [8000, 8001]}, class: inference}
+ports:
+  rate: 1Gbit
+  overrides: {PORT1: 50Mbit}
+"""
+
+POLICY_B = """
+classes:
+  latency: {priority: 0, dscp: 40, min_rate: 30%}
+  bulk:    {priority: 3, dscp: 10, min_rate: 70%}
+default_class: bulk
+rules:
+  - {name: api, match: {tcp_dst: 9000}, class: latency}
+ports:
+  rate: 200Mbit
+"""
+
+
+def write_policy(tmp_path: Path, name: str, text: str, bridge: OvsBridge) -> Path:
+    path = tmp_path / name
+    path.write_text(text.replace("PORT1", bridge.ports[0]))
+    return path
+
+
+def tc_classes(device: str) -> str:
+    return sh("tc", "class", "show", "dev", device)
+
+
+def test_invalid_policy_refuses_to_start_and_installs_nothing(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(POLICY_A.replace("dscp: 26", "dscp: 99").replace("4791", "70000"))
+    done = subprocess.run(
+        [
+            harness.PYTHON,
+            "-m",
+            "controller",
+            "controller",
+            "--policy",
+            str(bad),
+            "--ofp-port",
+            str(bridge.ofp_port),
+            "--metrics-port",
+            "0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=harness.REPO,
+    )
+    assert done.returncode == 2
+    assert "classes.training.dscp" in done.stderr
+    assert "rules[0].match.udp_dst: port 70000 out of range" in done.stderr
+    assert harness.ofctl_cookies(bridge.name) == []
+    assert not owned_qos_ports() & set(bridge.ports)
+
+
+def test_connect_installs_the_whole_plan_queues_and_filters(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    policy_file = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
+    metrics_port = harness.free_port()
+    with harness.controller(
+        policy_file, tmp_path / "ctl.log", bridge.ofp_port, metrics_port=metrics_port
+    ) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        # the override port is shaped at 50 Mbit, the other at the policy's 1 Gbit
+        assert "rate 50Mbit ceil 50Mbit" in tc_classes(bridge.ports[0])
+        assert "rate 1Gbit ceil 1Gbit" in tc_classes(bridge.ports[1])
+        # inference: HTB prio 0, 20 % of 50 Mbit guaranteed
+        assert "class htb 1:1 parent 1:fffe prio 0 rate 10Mbit ceil 50Mbit" in tc_classes(
+            bridge.ports[0]
+        )
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics").read()
+        assert b"flowlane_switches_connected 1.0" in metrics
+        assert ctl.problems() == []
+
+
+def test_reconnect_reconciles_to_exactly_the_new_plan(bridge: OvsBridge, tmp_path: Path) -> None:
+    first = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
+    second = write_policy(tmp_path, "b.yaml", POLICY_B, bridge)
+    with harness.controller(first, tmp_path / "a.log", bridge.ofp_port) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+    # while no controller is connected, someone adds flows of their own
+    sh("ovs-ofctl", "-O", "OpenFlow13", "add-flow", bridge.name, "table=0,priority=5,actions=drop")
+    sh(
+        "ovs-ofctl",
+        "-O",
+        "OpenFlow13",
+        "add-flow",
+        bridge.name,
+        "table=1,priority=20,ip,actions=drop",
+    )
+    with harness.controller(second, tmp_path / "b.log", bridge.ofp_port) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        cookies = harness.ofctl_cookies(bridge.name)
+        assert len(cookies) == len(set(cookies)), "duplicate entries"
+        assert "rate 200Mbit ceil 200Mbit" in tc_classes(bridge.ports[0])
+        assert "1:3" not in tc_classes(bridge.ports[0]), "queue of a dropped class survived"
+        assert ctl.problems() == []
+    # a controller restarted on the same policy changes nothing
+    with harness.controller(second, tmp_path / "c.log", bridge.ofp_port) as ctl:
+        harness.wait_for("the resync", lambda: "in sync (connect)" in ctl.log(), 30)
+        assert "+0 -0" in ctl.log()
+
+
+def test_ports_added_and_deleted_at_run_time(bridge: OvsBridge, tmp_path: Path) -> None:
+    policy_file = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
+    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        new_port = f"{bridge.name}p3"
+        bridge.add_port(new_port)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        assert new_port in owned_qos_ports()
+        bridge.delete_port(new_port)
+        harness.wait_for(
+            "QoS rows of the deleted port to go", lambda: new_port not in owned_qos_ports(), 15
+        )
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        assert ctl.problems() == []
+
+
+def test_audit_repairs_flows_and_filters_removed_behind_its_back(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    policy_file = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
+    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        sh("ovs-ofctl", "-O", "OpenFlow13", "del-flows", bridge.name, "table=1")
+        sh("tc", "filter", "del", "dev", bridge.ports[1], "parent", "1:")
+        assert not harness.in_sync(bridge.name, ctl.policy, bridge.ports)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=15)
+
+
+def test_sighup_applies_a_valid_file_and_keeps_the_policy_on_an_invalid_one(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    policy_file = write_policy(tmp_path, "live.yaml", POLICY_A, bridge)
+    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        policy_file.write_text("classes: {}\n")
+        os.kill(ctl.process.pid, signal.SIGHUP)
+        harness.wait_for("the reload error", lambda: "keeping the current policy" in ctl.log(), 15)
+        assert "classes: Dictionary should have at least 1 item" in ctl.log()
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+
+        write_policy(tmp_path, "live.yaml", POLICY_B, bridge)
+        os.kill(ctl.process.pid, signal.SIGHUP)
+        harness.wait_in_sync(bridge.name, load_policy_file(policy_file), bridge.ports)
+
+
+def test_ovsdb_failure_is_logged_with_the_port_and_retried(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    """A failing OVSDB write for one port: logged by name, others provisioned, retried later."""
+    failing = bridge.ports[0]
+    marker = tmp_path / "fail-ovsdb"
+    marker.touch()
+    wrapper_dir = tmp_path / "bin"
+    wrapper_dir.mkdir()
+    real = subprocess.run(["which", "ovs-vsctl"], capture_output=True, text=True).stdout.strip()
+    wrapper = wrapper_dir / "ovs-vsctl"
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f'if [ -e {marker} ] && echo "$*" | grep -q "set port {failing} "; then\n'
+        '  echo "ovs-vsctl: transaction error: injected fault" >&2; exit 1\nfi\n'
+        f'exec {real} "$@"\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    env = {**os.environ, "PATH": f"{wrapper_dir}:{os.environ['PATH']}"}
+    policy_file = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
+    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port, env=env) as ctl:
+        harness.wait_for(
+            "the failure to be logged",
+            lambda: f"port {failing}: QoS not applied" in ctl.log(),
+            30,
+        )
+        healthy = bridge.ports[1]
+        harness.wait_in_sync(bridge.name, ctl.policy, [healthy])
+        assert ctl.process.poll() is None, "controller died on an OVSDB failure"
+        marker.unlink()
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=20)
