@@ -242,7 +242,7 @@ def network(topo: Topo, ofp_port: int) -> Iterator[Mininet]:
     controller reconnect back-off is cut to 1 s so a restarted controller is
     found quickly.
     """
-    setLogLevel("warning")
+    setLogLevel("error")  # the switch starts before the controller: no "Unable to contact"
     net = Mininet(
         topo=topo,
         switch=user_switch(),

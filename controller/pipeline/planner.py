@@ -47,17 +47,20 @@ def _classify_to(policy: Policy, class_name: str) -> tuple[WriteMetadata, GotoTa
 def classification_flows(
     policy: Policy, port_numbers: Mapping[str, int]
 ) -> tuple[list[FlowEntry], list[str]]:
-    """Table 0: one priority per rule, earlier rules higher, so the first match wins."""
+    """Table 0: one priority per rule, earlier rules higher, so the first match wins.
+
+    Priorities count down from a fixed ceiling, so appending a rule leaves
+    every existing entry (and its cookie) as it was.
+    """
     flows: list[FlowEntry] = []
     unresolved: list[str] = []
-    total = len(policy.rules)
     for index, rule in enumerate(policy.rules):
         try:
             matches = expand_match(rule.match, port_numbers, rule.bidirectional)
         except UnresolvedPortError:
             unresolved.append(rule.name)
             continue
-        priority = tables.RULE_PRIORITY_BASE + total - index
+        priority = tables.rule_priority(index)
         instructions = _classify_to(policy, rule.traffic_class)
         flows.extend(
             FlowEntry(tables.CLASSIFY, priority, match, instructions, Owner.POLICY)

@@ -22,8 +22,6 @@ _MIRRORED = {
     "udp_dst": "udp_src",
 }
 
-MAX_MATCHES_PER_RULE = 1024
-
 
 class UnresolvedPortError(LookupError):
     """The rule names an OVS port this switch does not have (yet)."""
@@ -85,11 +83,3 @@ def expand_match(
     if bidirectional and spec.in_port is None:
         matches.extend(_mirror(match) for match in list(matches))
     return tuple(dict.fromkeys(matches))
-
-
-def match_count(spec: MatchSpec) -> int:
-    """How many flows a match costs, before resolving port names (for limits)."""
-    count = len(spec.eth_types)
-    for alternatives in _port_fields(spec):
-        count *= len(alternatives)
-    return count

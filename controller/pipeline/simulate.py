@@ -58,17 +58,21 @@ def _matches(entry: FlowEntry, packet: Mapping[str, int], metadata: int) -> bool
 def lookup(
     entries: Iterable[FlowEntry], table_id: int, packet: Mapping[str, int], metadata: int
 ) -> FlowEntry:
-    best: FlowEntry | None = None
-    for entry in entries:
-        if entry.table_id != table_id or not _matches(entry, packet, metadata):
-            continue
-        if best is None or entry.priority > best.priority:
-            best = entry
-        elif entry.priority == best.priority and entry.instructions != best.instructions:
-            raise AmbiguousLookupError(f"{best.key} and {entry.key} both match {dict(packet)}")
-    if best is None:
+    candidates = [
+        entry
+        for entry in entries
+        if entry.table_id == table_id and _matches(entry, packet, metadata)
+    ]
+    if not candidates:
         raise TableMissError(f"table {table_id} has no entry for {dict(packet)}")
-    return best
+    top = max(entry.priority for entry in candidates)
+    winners = [entry for entry in candidates if entry.priority == top]
+    for other in winners[1:]:
+        if other.instructions != winners[0].instructions:
+            raise AmbiguousLookupError(
+                f"{winners[0].key} and {other.key} both match {dict(packet)}"
+            )
+    return winners[0]
 
 
 def run_packet(entries: Iterable[FlowEntry], packet: Mapping[str, int]) -> Verdict:

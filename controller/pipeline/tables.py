@@ -23,6 +23,7 @@ CLASS_METADATA_MASK = 0xFF
 """Low metadata byte holds ``class index + 1``; 0 means "not classified"."""
 
 RULE_PRIORITY_BASE = 100
+MAX_RULES = 4096
 DEFAULT_CLASS_PRIORITY = 1
 MARK_IP_PRIORITY = 20
 MARK_OTHER_PRIORITY = 10
@@ -31,3 +32,8 @@ FORWARD_PRIORITY = 0
 
 def class_metadata(class_index: int) -> int:
     return class_index + 1
+
+
+def rule_priority(index: int) -> int:
+    """Rule ``index`` (0 first) gets the highest priority left: first match wins."""
+    return RULE_PRIORITY_BASE + MAX_RULES - index

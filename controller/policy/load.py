@@ -63,4 +63,9 @@ def load_policy_file(path: Path) -> Policy:
         raise PolicyError(
             [FieldError("(file)", f"cannot read: {exc.strerror}")], str(path)
         ) from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(
+            [FieldError("(file)", f"not UTF-8 text (byte {exc.start}): a policy is a YAML file")],
+            str(path),
+        ) from None
     return parse_policy_yaml(text, str(path))

@@ -121,6 +121,9 @@ InPort = Annotated[int | str, BeforeValidator(_parse_in_port)]
 
 L4Family = Literal["tcp", "udp"]
 
+MAX_FLOWS_PER_RULE = 1024
+"""A rule whose port lists multiply beyond this is almost surely a mistake; refuse it."""
+
 
 class MatchSpec(BaseModel):
     """Fields a rule may match on; all given fields must match (logical AND)."""
@@ -156,7 +159,22 @@ class MatchSpec(BaseModel):
         ip_fields = ipv4 or tcp or udp or self.ip_proto is not None or self.ip_dscp is not None
         if ip_fields and self.eth_type not in (None, ETH_TYPE_IPV4, ETH_TYPE_IPV6):
             raise ValueError(f"IP fields need eth_type ipv4 or ipv6, got {self.eth_type:#06x}")
+        if self.flow_count > MAX_FLOWS_PER_RULE:
+            raise ValueError(
+                f"expands to {self.flow_count} OpenFlow entries per direction, more than"
+                f" {MAX_FLOWS_PER_RULE}: use fewer or wider port ranges"
+            )
         return self
+
+    @property
+    def flow_count(self) -> int:
+        """OpenFlow entries one direction of this match costs (address families x port masks)."""
+        count = len(self.eth_types)
+        for name in ("tcp_src", "tcp_dst", "udp_src", "udp_dst"):
+            ranges = getattr(self, name)
+            if ranges is not None:
+                count *= len(port_prefixes(ranges))
+        return count
 
     @property
     def l4_family(self) -> L4Family | None:

@@ -90,7 +90,7 @@ class Policy(BaseModel):
 
     classes: dict[Name, TrafficClass] = Field(min_length=1, max_length=64)
     default_class: Name
-    rules: list[Rule] = Field(default_factory=list, max_length=4096)
+    rules: list[Rule] = Field(default_factory=list, max_length=4096)  # = tables.MAX_RULES
     ports: PortRates = Field(default_factory=PortRates)
 
     @property

@@ -54,20 +54,16 @@ def port_rate(policy: Policy, port_name: str, link_bps: int | None) -> tuple[int
 
 def plan_port_qos(policy: Policy, port_name: str, link_bps: int | None) -> PortQos:
     rate, reason = port_rate(policy, port_name, link_bps)
-    minimums = {
-        name: max(HTB_MIN_RATE_BPS, min(c.min_rate.resolve(rate), rate))
-        for name, c in policy.classes.items()
-    }
+    wanted = {name: c.min_rate.resolve(rate) for name, c in policy.classes.items()}
     note = reason
-    guaranteed = sum(minimums.values())
+    guaranteed = sum(wanted.values())
     if guaranteed > rate:
         # Only possible when absolute guarantees meet a port slower than the
-        # policy expected; scale them down rather than oversubscribe HTB.
-        minimums = {
-            name: max(HTB_MIN_RATE_BPS, value * rate // guaranteed)
-            for name, value in minimums.items()
-        }
+        # policy expected: scale them down in proportion rather than
+        # oversubscribe HTB (whose guarantees would then mean nothing).
+        wanted = {name: value * rate // guaranteed for name, value in wanted.items()}
         note = f"{reason}; guarantees scaled to fit {format_rate(rate)}"
+    minimums = {name: max(HTB_MIN_RATE_BPS, value) for name, value in wanted.items()}
     queues = tuple(
         QueueSpec(
             queue_id=policy.queue_id(name),

@@ -64,7 +64,8 @@ def test_validate_bad_policy_lists_every_error(runner: CliRunner, tmp_path: Path
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
     stderr = flat(result.stderr)
-    assert f"invalid policy {path}: 3 error(s)" in stderr
+    assert "invalid policy" in stderr
+    assert f"{path}:3error(s)" in "".join(stderr.split())  # a long path may be folded
     for error_path in (
         "classes.best-effort.priority",
         "rules[1].match.tcp_dst",
@@ -95,7 +96,7 @@ def test_validate_missing_file(runner: CliRunner, tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
     stderr = flat(result.stderr)
-    assert f"invalid policy {path}: 1 error(s)" in stderr
+    assert f"{path}:1error(s)" in "".join(stderr.split())
     assert "(file): cannot read: No such file or directory" in stderr
     assert result.stdout == ""
 
@@ -108,11 +109,6 @@ def test_validate_invalid_yaml_reports_the_line(runner: CliRunner, tmp_path: Pat
     assert "line 3, column 1: invalid YAML" in flat(result.stderr)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG controller/policy/load.py load_policy_file: a non-UTF-8 file raises"
-    " UnicodeDecodeError, which `policy validate` does not catch (traceback, no error list)",
-)
 def test_validate_binary_file_is_a_clean_error(runner: CliRunner, tmp_path: Path) -> None:
     path = tmp_path / "binary.yaml"
     path.write_bytes(b"\xff\xfe\x00\x01classes")

@@ -42,9 +42,9 @@ def tcp4(
 
 
 def udp4(dst: int = 40000, src: int = 40001, **extra: int) -> dict[str, int]:
-    packet = tcp4(**extra)
+    packet = {**tcp4(), "ip_proto": 17, "udp_src": src, "udp_dst": dst, **extra}
     del packet["tcp_src"], packet["tcp_dst"]
-    return {**packet, "ip_proto": 17, "udp_src": src, "udp_dst": dst}
+    return packet
 
 
 def tcp6(dst: int = 40000, src: int = 40001, **extra: int) -> dict[str, int]:
@@ -128,10 +128,7 @@ def test_earlier_rule_beats_a_later_overlapping_rule_on_other_fields(
 
 def test_rule_priorities_descend_in_document_order(make_policy: Any) -> None:
     policy = make_policy(
-        [
-            {"name": f"r{i}", "match": {"tcp_dst": 1000 + i}, "class": "training"}
-            for i in range(5)
-        ]
+        [{"name": f"r{i}", "match": {"tcp_dst": 1000 + i}, "class": "training"} for i in range(5)]
     )
     by_rule: list[set[int]] = [set() for _ in range(5)]
     for flow in plan(policy).flows:

@@ -32,7 +32,7 @@ def test_every_cookie_is_tagged_and_names_its_owner(default_policy: Policy) -> N
         assert flow.cookie >> 56 == COOKIE_TAG == 0xF1
         assert 0 <= flow.cookie < 2**64
         assert cookie_owner(flow.cookie) is flow.owner
-    owners = {flow.table_id: set() for flow in flows}
+    owners: dict[int, set[Owner]] = {flow.table_id: set() for flow in flows}
     for flow in flows:
         owners[flow.table_id].add(flow.owner)
     assert owners == {

@@ -40,9 +40,7 @@ def test_value_is_masked() -> None:
     assert make_match(MatchField("ipv4_dst", 0x0A0000FF, 0xFFFFFF00)) == (
         MatchField("ipv4_dst", 0x0A000000, 0xFFFFFF00),
     )
-    assert make_match(MatchField("tcp_dst", 8005, 0xFFF8)) == (
-        MatchField("tcp_dst", 8000, 0xFFF8),
-    )
+    assert make_match(MatchField("tcp_dst", 8005, 0xFFF8)) == (MatchField("tcp_dst", 8000, 0xFFF8),)
     # an exact value wider than its field is cut to the field
     assert make_match(MatchField("ip_dscp", 0x7F)) == (MatchField("ip_dscp", 0x3F),)
 
@@ -131,11 +129,6 @@ def test_tie_at_the_top_priority_is_ambiguous() -> None:
     assert lookup([ANY, twin], 0, TCP_PACKET, 0).instructions == (GotoTable(1),)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG controller/pipeline/simulate.py lookup(): a tie between two matching entries"
-    " below the top priority raises AmbiguousLookupError when both come before the winner",
-)
 def test_tie_below_the_winning_priority_is_not_ambiguous() -> None:
     # OpenFlow picks TCP_HIGH (priority 10); the priority-5 tie never matters.
     assert lookup([ANY, IPV4, TCP_HIGH], 0, TCP_PACKET, 0) is TCP_HIGH

@@ -136,7 +136,9 @@ def test_random_packets_classify_as_the_policy_says(path: Path) -> None:
     rng = random.Random(f"flowlane-sweep-{path.name}")
     ports = _interesting_ports(policy)
     addresses = _interesting_addresses(policy)
-    dscps = sorted({c.dscp for c in policy.classes.values()} | {r.match.ip_dscp or 0 for r in policy.rules})
+    dscps = sorted(
+        {c.dscp for c in policy.classes.values()} | {r.match.ip_dscp or 0 for r in policy.rules}
+    )
     seen: set[str] = set()
     count = 3000 if path.name == "default.yaml" else 1000
     for _ in range(count):

@@ -115,7 +115,11 @@ def test_policy_error_text_lists_every_error(document: dict[str, Any]) -> None:
         (lambda d: d["rules"][2].update(extra=1), "rules[2].extra", "Extra inputs"),
         (lambda d: d["classes"]["inference"].update(dscp=64), "classes.inference.dscp", "63"),
         (lambda d: d["classes"]["training"].pop("min_rate"), "classes.training.min_rate", "Field"),
-        (lambda d: d["classes"]["training"].update(min_rate=True), "classes.training.min_rate", "True"),
+        (
+            lambda d: d["classes"]["training"].update(min_rate=True),
+            "classes.training.min_rate",
+            "True",
+        ),
         (lambda d: d["ports"].update(rate="50%"), "ports.rate", "a port rate must be absolute"),
         (lambda d: d.update(classes={}), "classes", "at least 1 item"),
         (lambda d: d.pop("default_class"), "default_class", "Field required"),
@@ -319,11 +323,6 @@ def test_directory_instead_of_a_file(tmp_path: Path) -> None:
     assert info.value.errors == (FieldError("(file)", "cannot read: Is a directory"),)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG controller/policy/load.py load_policy_file: only OSError is caught, so a file"
-    " that is not UTF-8 escapes as UnicodeDecodeError instead of PolicyError",
-)
 def test_file_that_is_not_utf8_is_a_policy_error(
     write_file: Callable[[str | bytes], Path],
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import random
 from typing import Any
 
@@ -250,7 +251,7 @@ def test_prefixes_cover_random_ranges_exactly_and_stay_small() -> None:
         # contiguous, ascending, non-overlapping blocks from low to high
         assert blocks[0][0] == low
         assert blocks[-1][1] == high
-        for (_, end), (start, _) in zip(blocks, blocks[1:], strict=False):
+        for (_, end), (start, _) in itertools.pairwise(blocks):
             assert start == end + 1
         assert len(prefixes) <= 32, (low, high, len(prefixes))
 
@@ -260,3 +261,16 @@ def test_prefixes_of_several_ranges_are_concatenated() -> None:
     prefixes = port_prefixes(ranges)
     covered = {port for port in range(65536) if any(port & m == v for v, m in prefixes)}
     assert covered == {22, *range(8000, 8011), 65535}
+
+
+def test_flow_count_multiplies_families_and_port_masks() -> None:
+    # 8000-8010 needs 3 prefixes; no address family named means IPv4 and IPv6
+    assert MatchSpec(tcp_dst="8000-8010").flow_count == 2 * 3
+    assert MatchSpec(ipv4_dst="10.0.0.0/8", tcp_dst=[80, 443]).flow_count == 1 * 2
+
+
+def test_a_rule_that_expands_past_the_limit_is_rejected() -> None:
+    # two awkward ranges: ~30 prefixes each, times 2 families, is far beyond the limit
+    message = _match_error({"tcp_src": "1-65534", "tcp_dst": "1-65534"})
+    assert "OpenFlow entries per direction" in message
+    assert "1024" in message

@@ -134,15 +134,12 @@ def test_absolute_guarantees_above_a_slow_port_are_scaled_to_fit(link: int) -> N
     assert sum(minimums) <= link
     assert sum(minimums) >= link * 0.95  # scaled down, not thrown away
     assert all(HTB_MIN_RATE_BPS <= m <= link for m in minimums)
-    assert qos.note.endswith("; guarantees scaled to fit " + {1 * G: "1Gbit", 100 * M: "100Mbit", 5 * G: "5Gbit"}[link])
+    assert qos.note.endswith(
+        "; guarantees scaled to fit " + {1 * G: "1Gbit", 100 * M: "100Mbit", 5 * G: "5Gbit"}[link]
+    )
     assert qos.note.startswith("link speed ")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG controller/qos/plan.py plan_port_qos: each guarantee is first clipped to the"
-    " port rate, then scaled, so 6Gbit and 3Gbit on a 1Gbit port both get 476Mbit",
-)
 def test_scaled_guarantees_keep_their_proportions() -> None:
     minimums = queues(plan_port_qos(make_policy(ABSOLUTE), "p", 1 * G))
     # 6 : 3 : 0.1 of 9.1Gbit asked, on a 1Gbit port
@@ -175,9 +172,7 @@ def test_tc_filters_one_ip_and_one_ipv6_per_class() -> None:
 
 
 def test_tc_classids_are_hexadecimal() -> None:
-    classes = {
-        f"c{n}": {"priority": n % 8, "dscp": n * 2, "min_rate": "1%"} for n in range(17)
-    }
+    classes = {f"c{n}": {"priority": n % 8, "dscp": n * 2, "min_rate": "1%"} for n in range(17)}
     qos = plan_port_qos(make_policy(classes), "p", None)
     filters = tc_filters(qos)
     assert len(filters) == 2 * 17
