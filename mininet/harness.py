@@ -117,7 +117,7 @@ def controller(
     env: dict[str, str] | None = None,
 ) -> Iterator[ControllerProcess]:
     """A ``flowlane controller`` process; yields once it listens, stops it by PID after."""
-    log = log_path.open("ab")
+    log = log_path.open("wb")  # one log per controller run: problems() reads only this one
     process = subprocess.Popen(
         [
             PYTHON,
@@ -154,39 +154,43 @@ def controller(
         log.close()
 
 
-def ofctl_cookies(bridge: str) -> list[int]:
-    out = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
-        capture_output=True,
-        text=True,
-        check=True,
+def ofctl(*args: str) -> str:
+    """``ovs-ofctl`` speaking OpenFlow 1.3 (the bridges refuse 1.0)."""
+    return subprocess.run(
+        ["ovs-ofctl", "-O", "OpenFlow13", *args], capture_output=True, text=True, check=True
     ).stdout
-    return [int(m, 16) for m in re.findall(r"cookie=(0x[0-9a-f]+)", out)]
+
+
+def ofctl_cookies(bridge: str) -> list[int]:
+    return [int(m, 16) for m in re.findall(r"cookie=(0x[0-9a-f]+)", ofctl("dump-flows", bridge))]
 
 
 def ofctl_ports(bridge: str) -> dict[str, int]:
-    out = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "show", bridge],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = ofctl("show", bridge)
     return {name: int(number) for number, name in re.findall(r"^\s*(\d+)\((\S+)\):", out, re.M)}
 
 
-def in_sync(bridge: str, policy: Policy, ports: list[str]) -> bool:
-    """The switch holds exactly the planned flows and every port has its queues and filters."""
+def sync_gap(bridge: str, policy: Policy, ports: list[str]) -> str | None:
+    """What keeps the switch from its plan (flows, queues, tc filters), or None when in sync."""
     planned = sorted(flow.cookie for flow in plan_switch(policy, ofctl_ports(bridge)).flows)
-    if sorted(ofctl_cookies(bridge)) != planned:
-        return False
+    present = sorted(ofctl_cookies(bridge))
+    if present != planned:
+        missing, extra = set(planned) - set(present), set(present) - set(planned)
+        return f"flows: {len(missing)} missing, {len(extra)} unexpected, {len(present)} present"
     states = Ovsdb().port_qos(ports)
     for port in ports:
-        qos = plan_port_qos(policy, port, None if port not in states else _link_bps(port))
-        if port not in states or not states[port].satisfies(qos):
-            return False
+        if port not in states:
+            return f"{port}: not in OVSDB"
+        qos = plan_port_qos(policy, port, _link_bps(port))
+        if not states[port].satisfies(qos):
+            return f"{port}: QoS {states[port]} is not {qos}"
         if tc.present_keys(port) != tc.wanted_keys(tc_filters(qos)):
-            return False
-    return True
+            return f"{port}: tc filters differ"
+    return None
+
+
+def in_sync(bridge: str, policy: Policy, ports: list[str]) -> bool:
+    return sync_gap(bridge, policy, ports) is None
 
 
 def _link_bps(port: str) -> int | None:
@@ -200,12 +204,15 @@ def _link_bps(port: str) -> int | None:
 
 
 def wait_in_sync(bridge: str, policy: Policy, ports: list[str], timeout_s: float = 30) -> None:
-    wait_for(
-        f"{bridge} to hold the planned pipeline and queues",
-        lambda: in_sync(bridge, policy, ports),
-        timeout_s,
-        0.25,
-    )
+    try:
+        wait_for(
+            f"{bridge} to hold the planned pipeline and queues",
+            lambda: in_sync(bridge, policy, ports),
+            timeout_s,
+            0.25,
+        )
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc}: {sync_gap(bridge, policy, ports)}") from None
 
 
 def diagnostics(bridge: str, ports: list[str], controller_log: str = "") -> str:

@@ -98,12 +98,7 @@ def _tc_class_bytes(device: str) -> dict[str, int]:
 
 def _marking_packets(bridge: str) -> dict[int, int]:
     """Packets per class metadata through the IP marking flows of table 1."""
-    out = subprocess.run(
-        ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge, f"table={tables.MARK}"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    out = harness.ofctl("dump-flows", bridge, f"table={tables.MARK}")
     counts: dict[int, int] = {}
     for packets, metadata in re.findall(r"n_packets=(\d+),.*?metadata=(0x[0-9a-f]+)/0xff", out):
         counts[int(metadata, 16)] = counts.get(int(metadata, 16), 0) + int(packets)
