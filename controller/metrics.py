@@ -41,6 +41,54 @@ class ControllerMetrics:
             ["port"],
             registry=self.registry,
         )
+        self.applied_version = Gauge(
+            "flowlane_switch_policy_version",
+            "Policy version a switch confirmed (barrier); -1 for a policy from a file",
+            ["dpid"],
+            registry=self.registry,
+        )
+        self.apply_seconds = Histogram(
+            "flowlane_policy_apply_seconds",
+            "From a new policy reaching the controller to a switch confirming it",
+            registry=self.registry,
+            buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
+        )
+        self.class_packets = Gauge(
+            "flowlane_class_packets",
+            "Packets marked for a class on a switch (table 1 counters)",
+            ["dpid", "class"],
+            registry=self.registry,
+        )
+        self.class_bytes = Gauge(
+            "flowlane_class_bytes",
+            "Bytes marked for a class on a switch (table 1 counters)",
+            ["dpid", "class"],
+            registry=self.registry,
+        )
+        self.queue_tx_bytes = Gauge(
+            "flowlane_queue_tx_bytes",
+            "Bytes sent by a port queue (OpenFlow queue stats)",
+            ["dpid", "port", "queue"],
+            registry=self.registry,
+        )
+        self.queue_tx_packets = Gauge(
+            "flowlane_queue_tx_packets",
+            "Packets sent by a port queue (OpenFlow queue stats)",
+            ["dpid", "port", "queue"],
+            registry=self.registry,
+        )
+        self.queue_tx_errors = Gauge(
+            "flowlane_queue_tx_errors",
+            "Packets a port queue dropped (OpenFlow queue stats)",
+            ["dpid", "port", "queue"],
+            registry=self.registry,
+        )
+        self.stats_poll_seconds = Histogram(
+            "flowlane_stats_poll_seconds",
+            "Time to read one switch's flow and queue statistics",
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        )
         self.drift_repairs = Counter(
             "flowlane_drift_repairs_total",
             "Audits that found a switch off its plan and repaired it",

@@ -113,7 +113,7 @@ def controller(
     ofp_port: int,
     *,
     metrics_port: int = 0,
-    audit_interval_s: float = 2.0,
+    audit_interval_s: float = 5.0,
     env: dict[str, str] | None = None,
 ) -> Iterator[ControllerProcess]:
     """A ``flowlane controller`` process; yields once it listens, stops it by PID after."""

@@ -27,14 +27,17 @@ from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
 from controller.openflow import messages
+from controller.openflow.observer import PortState, SyncReport
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
-from controller.openflow.settings import ControllerSettings
+from controller.openflow.settings import ActivePolicy, ControllerSettings
+from controller.openflow.stats import FlowCounters, class_counters
 from controller.pipeline.diff import FlowDiff, diff_flows
 from controller.pipeline.planner import plan_switch
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Bridge, OvsdbError
-from controller.qos.provision import reconcile_bridge
+from controller.qos.plan import PortQos
+from controller.qos.provision import plan_ports, reconcile_bridge
 
 LOG = logging.getLogger("flowlane.controller")
 
@@ -55,17 +58,12 @@ class SwitchSession:
     lock: threading.Lock = field(default_factory=threading.Lock)
     bridge: Bridge | None = None
     synced_once: bool = False
+    connected_at: float = field(default_factory=time.time)
+    applied: ActivePolicy | None = None
 
     @property
     def dpid(self) -> int:
         return int(self.datapath.id)
-
-
-@dataclass(frozen=True)
-class SwitchPort:
-    number: int
-    name: str
-    link_bps: int | None
 
 
 class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
@@ -88,11 +86,14 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         hub.spawn(self._collect_qos_garbage)
         return thread
 
-    def set_policy(self, policy: Policy) -> None:
+    def set_policy(self, policy: Policy, version: int | None = None) -> None:
         """Swap the active policy and bring every connected switch to it."""
-        self.settings.policy = policy
+        self.settings.active = ActivePolicy(policy, version)
+        LOG.info(
+            "policy version %s is active; applying to %d switch(es)", version, len(self._dpids())
+        )
         for dpid in self._dpids():
-            hub.spawn(self._sync, dpid, "policy change")
+            hub.spawn(self._sync, dpid, f"policy version {version}")
 
     def _dpids(self) -> list[int]:
         with self._sessions_lock:
@@ -126,6 +127,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self.settings.metrics.switches.set(len(self._sessions))
             self._replies.cancel_all(datapath.id, "switch disconnected")
             LOG.info("switch %016x disconnected", datapath.id)
+            for observer in self.settings.observers:
+                observer.switch_gone(datapath.id)
             hub.spawn(self._collect_qos_garbage)
 
     @_on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
@@ -142,6 +145,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         [
             ofp_event.EventOFPFlowStatsReply,
             ofp_event.EventOFPPortDescStatsReply,
+            ofp_event.EventOFPQueueStatsReply,
         ],
         MAIN_DISPATCHER,
     )
@@ -170,11 +174,11 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._replies.fail(datapath.id, msg.xid, "switch connection is closed")
         return self._replies.wait(datapath.id, msg.xid, self.settings.reply_timeout_s)
 
-    def _ports(self, datapath: Any) -> list[SwitchPort]:
+    def _ports(self, datapath: Any) -> list[PortState]:
         parser = datapath.ofproto_parser
         ports = self._request(datapath, parser.OFPPortDescStatsRequest(datapath, 0))
         return [
-            SwitchPort(
+            PortState(
                 port.port_no,
                 port.name.decode(errors="replace"),
                 port.curr_speed * 1000 if port.curr_speed else None,
@@ -210,18 +214,27 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     def _sync_locked(self, session: SwitchSession, reason: str) -> None:
         datapath = session.datapath
-        policy = self.settings.policy
+        active = self.settings.active
+        tag = f"{session.dpid:016x}"
         ports = self._ports(datapath)
-        plan = plan_switch(policy, {port.name: port.number for port in ports})
+        plan = plan_switch(active.policy, {port.name: port.number for port in ports})
+        polled = time.monotonic()
         stats = self._request(datapath, messages.flow_stats_request(datapath))
-        diff = diff_flows((messages.installed_flow(s) for s in stats), plan.flows)
+        installed = [messages.installed_flow(s) for s in stats]
+        if reason == "audit":
+            self._record_stats(session, active.policy, stats, installed, ports)
+            self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
+        diff = diff_flows(installed, plan.flows)
         if not diff.empty:
             self._send_diff(datapath, diff)
-        tag = f"{session.dpid:016x}"
+        self._confirmed(session, active)
+        qos_plans = plan_ports(active.policy, {port.name: port.link_bps for port in ports})
+        bridge = self._bridge(session)
+        self._report(session, active, ports, plan.flows, qos_plans, bridge)
         for table_id, name in TABLE_NAMES.items():
             count = sum(1 for flow in plan.flows if flow.table_id == table_id)
             self.settings.metrics.flows.labels(tag, name).set(count)
-        if session.synced_once and not diff.empty:
+        if session.synced_once and reason == "audit" and not diff.empty:
             self.settings.metrics.drift_repairs.labels(tag, "flows").inc()
         if plan.unresolved_rules:
             LOG.warning(
@@ -229,7 +242,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 tag,
                 ", ".join(plan.unresolved_rules),
             )
-        qos_note = self._sync_qos(session, ports) if self.settings.manage_qos else "QoS off"
+        qos_note = (
+            self._sync_qos(session, bridge, qos_plans) if self.settings.manage_qos else "QoS off"
+        )
         if not diff.empty or not session.synced_once:
             LOG.info(
                 "switch %s in sync (%s): +%d -%d =%d flows; %s",
@@ -241,6 +256,72 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 qos_note,
             )
         session.synced_once = True
+
+    def _confirmed(self, session: SwitchSession, active: ActivePolicy) -> None:
+        """The switch holds ``active``'s flows (barrier passed, or nothing to change)."""
+        if session.applied is not active:
+            self.settings.metrics.apply_seconds.observe(time.monotonic() - active.since)
+            session.applied = active
+        version = active.version if active.version is not None else -1
+        self.settings.metrics.applied_version.labels(f"{session.dpid:016x}").set(version)
+
+    def _report(
+        self,
+        session: SwitchSession,
+        active: ActivePolicy,
+        ports: list[PortState],
+        flows: tuple[Any, ...],
+        queues: dict[str, PortQos],
+        bridge: Bridge | None,
+    ) -> None:
+        report = SyncReport(
+            dpid=session.dpid,
+            policy_version=active.version,
+            connected_at=session.connected_at,
+            ports=tuple(ports),
+            flows=flows,
+            queues=tuple(queues.values()) if self.settings.manage_qos and bridge else (),
+            datapath_type=bridge.datapath_type if bridge else None,
+        )
+        for observer in self.settings.observers:
+            try:
+                observer.switch_synced(report)
+            except Exception:
+                LOG.exception("switch %016x: observer %r failed", session.dpid, observer)
+
+    def _record_stats(
+        self,
+        session: SwitchSession,
+        policy: Policy,
+        stats: list[Any],
+        installed: list[Any],
+        ports: list[PortState],
+    ) -> None:
+        """Per-class and per-queue counters for Prometheus, from the audit's own reads."""
+        metrics, tag = self.settings.metrics, f"{session.dpid:016x}"
+        counters = [
+            FlowCounters(flow, s.packet_count, s.byte_count)
+            for flow, s in zip(installed, stats, strict=True)
+        ]
+        for name, (packets, octets) in class_counters(policy, counters).items():
+            metrics.class_packets.labels(tag, name).set(packets)
+            metrics.class_bytes.labels(tag, name).set(octets)
+        datapath = session.datapath
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        try:
+            queues = self._request(
+                datapath,
+                parser.OFPQueueStatsRequest(datapath, 0, ofproto.OFPP_ANY, ofproto.OFPQ_ALL),
+            )
+        except RequestFailedError as exc:
+            LOG.debug("switch %s: no queue statistics: %s", tag, exc)
+            return
+        names = {port.number: port.name for port in ports}
+        for queue in queues:
+            labels = (tag, names.get(queue.port_no, str(queue.port_no)), str(queue.queue_id))
+            metrics.queue_tx_bytes.labels(*labels).set(queue.tx_bytes)
+            metrics.queue_tx_packets.labels(*labels).set(queue.tx_packets)
+            metrics.queue_tx_errors.labels(*labels).set(queue.tx_errors)
 
     def _send_diff(self, datapath: Any, diff: FlowDiff) -> None:
         """Adds first, so traffic never falls through a gap, then deletes, then a barrier.
@@ -267,22 +348,26 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         if errors:
             raise RequestFailedError(f"{len(errors)} flow mod(s) rejected, first: {errors[0]}")
 
-    def _sync_qos(self, session: SwitchSession, ports: list[SwitchPort]) -> str:
-        tag = f"{session.dpid:016x}"
-        try:
-            if session.bridge is None:
+    def _bridge(self, session: SwitchSession) -> Bridge | None:
+        """The OVSDB bridge of this datapath, looked up once (None: not local, or OVSDB down)."""
+        if session.bridge is None and self.settings.manage_qos:
+            try:
                 session.bridge = self.settings.ovsdb.bridge_for(session.dpid)
-        except OvsdbError as exc:
-            LOG.error("switch %s: cannot read OVSDB bridges: %s; will retry", tag, exc.detail)
-            return "QoS pending (OVSDB unreachable)"
-        if session.bridge is None:
-            return "QoS skipped (bridge not in the local OVSDB)"
-        outcome = reconcile_bridge(
-            self.settings.ovsdb,
-            session.bridge,
-            self.settings.policy,
-            {port.name: port.link_bps for port in ports},
-        )
+            except OvsdbError as exc:
+                LOG.error(
+                    "switch %016x: cannot read OVSDB bridges: %s; will retry",
+                    session.dpid,
+                    exc.detail,
+                )
+        return session.bridge
+
+    def _sync_qos(
+        self, session: SwitchSession, bridge: Bridge | None, plans: dict[str, PortQos]
+    ) -> str:
+        tag = f"{session.dpid:016x}"
+        if bridge is None:
+            return "QoS skipped (bridge not in the local OVSDB, or OVSDB unreachable)"
+        outcome = reconcile_bridge(self.settings.ovsdb, bridge, plans)
         if outcome.vanished:
             LOG.info(
                 "switch %s: ports gone before their queues were set: %s",
@@ -300,10 +385,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 ", ".join(outcome.changed_ports) or "-",
                 ", ".join(outcome.filtered_ports) or "-",
             )
-        provisioned = len(ports) - len(outcome.failed) - len(outcome.vanished)
-        return (
-            f"queues on {provisioned}/{len(ports)} ports ({session.bridge.datapath_type} datapath)"
-        )
+        provisioned = len(plans) - len(outcome.failed) - len(outcome.vanished)
+        return f"queues on {provisioned}/{len(plans)} ports ({bridge.datapath_type} datapath)"
 
     def _collect_qos_garbage(self) -> None:
         if not self.settings.manage_qos:

@@ -19,6 +19,7 @@ from os_ken.base.app_manager import AppManager
 from os_ken.controller import controller as _ofp_controller  # noqa: F401  (ofp-* options)
 from os_ken.lib import hub
 
+from controller.openflow.redis_link import RedisLink
 from controller.openflow.settings import ControllerSettings
 from controller.policy.model import Policy
 
@@ -37,11 +38,13 @@ def run_controller(
     ofp_host: str,
     ofp_port: int,
     reload_policy: Callable[[], Policy | None] | None = None,
+    redis_link: RedisLink | None = None,
 ) -> None:
     """Listen for switches until SIGTERM/SIGINT; blocks.
 
     On SIGHUP, ``reload_policy`` is asked for a new policy (None keeps the
-    current one, e.g. when the file no longer validates).
+    current one, e.g. when the file no longer validates).  With a
+    ``redis_link`` the policy follows the store instead.
     """
     cfg.CONF(
         args=["--ofp-listen-host", ofp_host, "--ofp-tcp-listen-port", str(ofp_port)],
@@ -53,8 +56,10 @@ def run_controller(
     manager.load_apps([APP_MODULE])
     contexts = manager.create_contexts()
     services = manager.instantiate_apps(flowlane=settings, **contexts)
+    app = manager.applications[APP_NAME]
+    if redis_link is not None:
+        hub.spawn(redis_link.run, app.set_policy)
     if reload_policy is not None:
-        app = manager.applications[APP_NAME]
 
         def _reload(_signum: int, _frame: FrameType | None) -> None:
             policy = reload_policy()
@@ -66,6 +71,8 @@ def run_controller(
     try:
         hub.joinall(services)
     finally:
+        if redis_link is not None:
+            redis_link.stop()
         manager.close()
         # os-ken's hub threads (datapath loops, our sync threads) are not
         # daemons and would keep the interpreter alive. Switches keep the

@@ -2,18 +2,31 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from controller.metrics import ControllerMetrics
+from controller.openflow.observer import SwitchObserver
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Ovsdb
 
 
+@dataclass(frozen=True)
+class ActivePolicy:
+    """A policy with its store version (None when it came from a file); swapped as one value
+    so a sync never plans with one policy and reports another's version."""
+
+    policy: Policy
+    version: int | None = None
+    since: float = field(default_factory=time.monotonic)
+
+
 @dataclass
 class ControllerSettings:
-    policy: Policy
+    active: ActivePolicy
     ovsdb: Ovsdb = field(default_factory=Ovsdb)
     metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    observers: list[SwitchObserver] = field(default_factory=list)
     audit_interval_s: float = 5.0
     """How often every switch is checked against its plan (flows, queues, tc filters)."""
     reply_timeout_s: float = 10.0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -46,17 +47,26 @@ def parse_policy(document: object, source: str = "policy") -> Policy:
 
 
 def parse_policy_yaml(text: str, source: str = "policy") -> Policy:
+    return parse_policy(read_yaml(text, source), source)
+
+
+def read_yaml(text: str, source: str = "policy") -> object:
+    """Decode YAML, turning syntax errors into a ``PolicyError`` with line and column."""
     try:
-        document = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
         problem = getattr(exc, "problem", None) or str(exc)
         raise PolicyError([FieldError(where, f"invalid YAML: {problem}")], source) from None
-    return parse_policy(document, source)
 
 
 def load_policy_file(path: Path) -> Policy:
+    return load_policy_document(path)[0]
+
+
+def load_policy_document(path: Path) -> tuple[Policy, dict[str, Any]]:
+    """The validated policy and the document it came from (what the store keeps)."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -68,4 +78,7 @@ def load_policy_file(path: Path) -> Policy:
             [FieldError("(file)", f"not UTF-8 text (byte {exc.start}): a policy is a YAML file")],
             str(path),
         ) from None
-    return parse_policy_yaml(text, str(path))
+    document = read_yaml(text, str(path))
+    policy = parse_policy(document, str(path))
+    assert isinstance(document, dict)  # parse_policy accepted it
+    return policy, document

@@ -31,12 +31,13 @@ class QosOutcome:
         return not self.failed
 
 
-def reconcile_bridge(
-    ovsdb: Ovsdb, bridge: Bridge, policy: Policy, link_bps: Mapping[str, int | None]
-) -> QosOutcome:
-    """Make every named port's QoS (and tc filters) match ``policy``."""
+def plan_ports(policy: Policy, link_bps: Mapping[str, int | None]) -> dict[str, PortQos]:
+    return {name: plan_port_qos(policy, name, speed) for name, speed in link_bps.items()}
+
+
+def reconcile_bridge(ovsdb: Ovsdb, bridge: Bridge, plans: Mapping[str, PortQos]) -> QosOutcome:
+    """Make every planned port's QoS (and, on netdev bridges, tc filters) match its plan."""
     outcome = QosOutcome()
-    plans = {name: plan_port_qos(policy, name, speed) for name, speed in link_bps.items()}
     try:
         current = ovsdb.port_qos(plans)
     except OvsdbError as exc:

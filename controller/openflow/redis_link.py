@@ -1,0 +1,250 @@
+"""Keep the controller and Redis in step: policy versions in; switch reports and heartbeats out.
+
+Redis is where operators change policy, but it must never be what keeps the
+fabric running: when Redis goes away the controller keeps enforcing the last
+policy it had, logs once, retries with back-off, and on return catches up
+with whatever version became active meanwhile and re-sends the switch
+reports it could not deliver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from controller.openflow.observer import SyncReport
+from controller.policy.errors import PolicyError
+from controller.policy.load import parse_policy
+from controller.policy.model import Policy
+from controller.store.client import connect
+from controller.store.errors import StoreUnavailableError, VersionConflictError
+from controller.store.policies import PolicyStore
+from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+
+LOG = logging.getLogger("flowlane.redis")
+
+ApplyPolicy = Callable[[Policy, int], None]
+
+
+def switch_report(report: SyncReport, controller: str) -> SwitchReport:
+    queues = {plan.port_name: plan for plan in report.queues}
+    return SwitchReport(
+        dpid=report.dpid,
+        controller=controller,
+        connected_at=report.connected_at,
+        applied_version=report.policy_version,
+        datapath_type=report.datapath_type,
+        ports=tuple(
+            PortReport(
+                name=port.name,
+                number=port.number,
+                link_bps=port.link_bps,
+                rate_bps=queues[port.name].rate_bps if port.name in queues else None,
+                queues=tuple(
+                    QueueReport(q.queue_id, q.class_name, q.min_bps, q.max_bps, q.priority, q.dscp)
+                    for q in (queues[port.name].queues if port.name in queues else ())
+                ),
+            )
+            for port in report.ports
+        ),
+        flows=tuple(
+            (
+                flow.table_id,
+                flow.priority,
+                tuple((f.name, f.value, f.mask) for f in flow.match),
+                flow.cookie,
+            )
+            for flow in report.flows
+        ),
+    )
+
+
+class RedisLink:
+    """Runs on its own thread (``run``); the app calls ``switch_synced``/``switch_gone``."""
+
+    def __init__(
+        self,
+        url: str,
+        controller_id: str,
+        *,
+        prefix: str = "flowlane",
+        heartbeat_s: float = 2.0,
+        max_backoff_s: float = 5.0,
+    ) -> None:
+        self._client = connect(url)
+        self.policies = PolicyStore(self._client, prefix)
+        self.switches = SwitchStore(self._client, prefix)
+        self.controller_id = controller_id
+        self._heartbeat_s = heartbeat_s
+        self._max_backoff_s = max_backoff_s
+        self._lock = threading.Lock()
+        self._unsent: dict[int, SwitchReport | None] = {}
+        self._current_version: int | None = None
+        self._apply: ApplyPolicy | None = None
+        self._stopping = threading.Event()
+        self._healthy = True
+
+    # ---- start-up ------------------------------------------------------------
+
+    def bootstrap(
+        self, fallback: Policy, fallback_document: dict[str, Any]
+    ) -> tuple[Policy, int | None]:
+        """The policy to start with: Redis's active version, or the file stored as version 1.
+
+        With Redis unreachable the file's policy is used and ``run`` catches
+        up once Redis answers.
+        """
+        try:
+            active = self.policies.active()
+            if active is None:
+                try:
+                    stored = self.policies.put(
+                        fallback_document,
+                        author=f"controller {self.controller_id}",
+                        comment="initial policy from the controller's --policy file",
+                        expected_version=None,
+                    )
+                    LOG.info(
+                        "Redis had no policy: stored the --policy file as version %d",
+                        stored.version,
+                    )
+                    active = stored
+                except VersionConflictError:
+                    active = self.policies.active()  # another controller stored one first
+            if active is not None:
+                policy = parse_policy(active.document, f"policy version {active.version}")
+                self._current_version = active.version
+                return policy, active.version
+        except StoreUnavailableError as exc:
+            LOG.warning("%s; starting with the --policy file, will catch up", exc)
+            self._healthy = False
+        except PolicyError as exc:
+            LOG.error("active policy in Redis does not validate, using the --policy file: %s", exc)
+        return fallback, None
+
+    # ---- the follower thread ---------------------------------------------------
+
+    def run(self, apply: ApplyPolicy) -> None:
+        """Follow policy versions until ``stop``; never raises."""
+        self._apply = apply
+        backoff = 0.1
+        while not self._stopping.is_set():
+            try:
+                self._follow()
+            except (StoreUnavailableError, redis.ConnectionError, redis.TimeoutError) as exc:
+                if self._healthy:
+                    LOG.error(
+                        "Redis unavailable (%s); enforcing policy version %s meanwhile",
+                        exc,
+                        self._current_version,
+                    )
+                self._healthy = False
+                self._stopping.wait(backoff)
+                backoff = min(backoff * 2, self._max_backoff_s)
+            except Exception:
+                LOG.exception("Redis follower failed; restarting it")
+                self._stopping.wait(1.0)
+            else:
+                backoff = 0.1
+
+    def stop(self) -> None:
+        self._stopping.set()
+        with contextlib.suppress(StoreUnavailableError):
+            self.switches.remove_controller(self.controller_id)
+
+    def _follow(self) -> None:
+        pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        try:
+            pubsub.subscribe(self.policies.channel)
+            if not self._healthy:
+                LOG.info("Redis is back")
+                self._healthy = True
+            self._catch_up()
+            self._flush()
+            next_beat = 0.0
+            while not self._stopping.is_set():
+                now = time.monotonic()
+                if now >= next_beat:
+                    self.switches.heartbeat(self.controller_id)
+                    # pub/sub is fire-and-forget: a message lost to a
+                    # reconnect must not leave a switch on an old version.
+                    self._catch_up()
+                    next_beat = now + self._heartbeat_s
+                message = pubsub.get_message(timeout=min(0.5, self._heartbeat_s))
+                if message is not None and message.get("type") == "message":
+                    self._on_announcement(str(message["data"]))
+        finally:
+            pubsub.close()
+
+    def _on_announcement(self, data: str) -> None:
+        try:
+            version = int(json.loads(data)["version"])
+        except (ValueError, KeyError, TypeError):
+            LOG.warning("ignoring malformed policy announcement %r", data)
+            return
+        self._load(version)
+
+    def _catch_up(self) -> None:
+        version = self.policies.active_version()
+        if version is not None and version != self._current_version:
+            self._load(version)
+
+    def _load(self, version: int) -> None:
+        if version == self._current_version:
+            return
+        record = self.policies.get(version)
+        if record is None:
+            LOG.error("announced policy version %d is not in Redis", version)
+            return
+        try:
+            policy = parse_policy(record.document, f"policy version {version}")
+        except PolicyError as exc:
+            LOG.error(
+                "policy version %d does not validate; keeping %s: %s",
+                version,
+                self._current_version,
+                exc,
+            )
+            return
+        self._current_version = version
+        if self._apply is not None:
+            self._apply(policy, version)
+
+    # ---- reports from the app -----------------------------------------------
+
+    def switch_synced(self, report: SyncReport) -> None:
+        self._send(report.dpid, switch_report(report, self.controller_id))
+
+    def switch_gone(self, dpid: int) -> None:
+        self._send(dpid, None)
+
+    def _send(self, dpid: int, report: SwitchReport | None) -> None:
+        with self._lock:
+            self._unsent[dpid] = report
+        if self._healthy:
+            self._flush()
+
+    def _flush(self) -> None:
+        """Deliver the latest report of each switch; keep them while Redis is down."""
+        with self._lock:
+            pending, self._unsent = self._unsent, {}
+        failed: dict[int, SwitchReport | None] = {}
+        for dpid, report in pending.items():
+            try:
+                if report is None:
+                    self.switches.remove(dpid)
+                else:
+                    self.switches.report(report)
+            except StoreUnavailableError:
+                failed[dpid] = report
+        if failed:
+            with self._lock:
+                for dpid, report in failed.items():
+                    self._unsent.setdefault(dpid, report)

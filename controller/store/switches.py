@@ -1,0 +1,151 @@
+"""What the controller reports about switches, and its heartbeat.
+
+Keys (``<prefix>`` defaults to ``flowlane``):
+
+- ``<prefix>:switches``     hash: dpid (16 hex digits) → JSON snapshot (ports, queues, flows)
+- ``<prefix>:applied``      hash: dpid → policy version confirmed by a barrier
+- ``<prefix>:controllers``  sorted set: controller id scored by its last heartbeat (unix time)
+
+The applied versions sit apart from the snapshots so that a client waiting
+for a version can poll a few bytes instead of every flow table.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import redis
+
+from controller.store.client import text, translate_errors
+
+
+@dataclass(frozen=True, slots=True)
+class QueueReport:
+    queue_id: int
+    class_name: str
+    min_bps: int
+    max_bps: int
+    priority: int
+    dscp: int
+
+
+@dataclass(frozen=True, slots=True)
+class PortReport:
+    name: str
+    number: int
+    link_bps: int | None
+    rate_bps: int | None = None
+    queues: tuple[QueueReport, ...] = ()
+
+
+FlowRecord = tuple[int, int, tuple[tuple[str, int, int | None], ...], int]
+"""(table, priority, match fields (name, value, mask), cookie): enough to diff against."""
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchReport:
+    dpid: int
+    controller: str
+    connected_at: float
+    applied_version: int | None
+    ports: tuple[PortReport, ...] = ()
+    flows: tuple[FlowRecord, ...] = ()
+    datapath_type: str | None = None
+    updated_at: float = field(default_factory=time.time)
+
+    @property
+    def dpid_hex(self) -> str:
+        return f"{self.dpid:016x}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @staticmethod
+    def from_json(raw: str) -> SwitchReport:
+        data: dict[str, Any] = json.loads(raw)
+        ports = tuple(
+            PortReport(
+                name=p["name"],
+                number=p["number"],
+                link_bps=p["link_bps"],
+                rate_bps=p.get("rate_bps"),
+                queues=tuple(QueueReport(**q) for q in p.get("queues", ())),
+            )
+            for p in data.get("ports", ())
+        )
+        flows = tuple(
+            (int(t), int(prio), tuple((str(n), int(v), m) for n, v, m in match), int(cookie))
+            for t, prio, match, cookie in data.get("flows", ())
+        )
+        return SwitchReport(
+            dpid=int(data["dpid"]),
+            controller=str(data["controller"]),
+            connected_at=float(data["connected_at"]),
+            applied_version=data.get("applied_version"),
+            ports=ports,
+            flows=flows,
+            datapath_type=data.get("datapath_type"),
+            updated_at=float(data.get("updated_at", 0.0)),
+        )
+
+
+class SwitchStore:
+    def __init__(self, client: redis.Redis, prefix: str = "flowlane") -> None:
+        self._redis = client
+        self._switches = f"{prefix}:switches"
+        self._applied = f"{prefix}:applied"
+        self._controllers = f"{prefix}:controllers"
+
+    @translate_errors
+    def report(self, report: SwitchReport) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(self._switches, report.dpid_hex, report.to_json())
+        if report.applied_version is not None:
+            pipe.hset(self._applied, report.dpid_hex, report.applied_version)
+        else:
+            pipe.hdel(self._applied, report.dpid_hex)
+        pipe.execute()
+
+    @translate_errors
+    def remove(self, dpid: int) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hdel(self._switches, f"{dpid:016x}")
+        pipe.hdel(self._applied, f"{dpid:016x}")
+        pipe.execute()
+
+    @translate_errors
+    def remove_controller(self, controller: str) -> None:
+        """Forget a controller and every switch it reported (it is shutting down)."""
+        for report in self.all():
+            if report.controller == controller:
+                self.remove(report.dpid)
+        self._redis.zrem(self._controllers, controller)
+
+    @translate_errors
+    def all(self) -> list[SwitchReport]:
+        raw = self._redis.hgetall(self._switches)
+        return sorted((SwitchReport.from_json(text(v)) for v in raw.values()), key=lambda r: r.dpid)
+
+    @translate_errors
+    def applied(self) -> dict[str, int]:
+        """dpid (hex) → the policy version its flows run, as confirmed by a barrier."""
+        raw = self._redis.hgetall(self._applied)
+        return {text(dpid): int(version) for dpid, version in raw.items()}
+
+    @translate_errors
+    def heartbeat(self, controller: str, now: float | None = None) -> None:
+        self._redis.zadd(self._controllers, {controller: now if now is not None else time.time()})
+
+    @translate_errors
+    def live_controllers(self, max_age_s: float, now: float | None = None) -> list[str]:
+        cutoff = (now if now is not None else time.time()) - max_age_s
+        members = self._redis.zrangebyscore(self._controllers, cutoff, "+inf")
+        return [text(member) for member in members if isinstance(member, bytes | str)]
+
+    def live_reports(self, max_age_s: float) -> list[SwitchReport]:
+        """Switches whose controller still beats; a crashed controller's switches drop out."""
+        alive = set(self.live_controllers(max_age_s))
+        return [report for report in self.all() if report.controller in alive]
