@@ -195,11 +195,9 @@ def up(
                 "Ctrl-C stops everything."
             )
             while not stopping:
-                for process in processes:
+                for name, process in zip(names, processes, strict=True):
                     if process.poll() is not None:
-                        raise StackError(
-                            f"{process.args[0]} exited with status {process.returncode}"
-                        )
+                        raise StackError(f"{name} exited with status {process.returncode}")
                 time.sleep(0.2)
         except StackError as exc:
             err.print(f"[bold red]flowlane up:[/] {exc}")
