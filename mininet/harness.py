@@ -115,6 +115,7 @@ def controller(
     metrics_port: int = 0,
     audit_interval_s: float = 5.0,
     env: dict[str, str] | None = None,
+    redis_url: str | None = None,
 ) -> Iterator[ControllerProcess]:
     """A ``flowlane controller`` process; yields once it listens, stops it by PID after."""
     log = log_path.open("wb")  # one log per controller run: problems() reads only this one
@@ -132,6 +133,7 @@ def controller(
             str(metrics_port),
             "--audit-interval",
             str(audit_interval_s),
+            *(["--redis-url", redis_url] if redis_url else []),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -159,6 +161,14 @@ def ofctl(*args: str) -> str:
     return subprocess.run(
         ["ovs-ofctl", "-O", "OpenFlow13", *args], capture_output=True, text=True, check=True
     ).stdout
+
+
+def datapath_id(bridge: str) -> str:
+    """The bridge's datapath id as 16 hex digits (how the store names switches)."""
+    out = subprocess.run(
+        ["ovs-vsctl", "get", "bridge", bridge, "datapath_id"], capture_output=True, text=True
+    ).stdout
+    return out.strip().strip('"')
 
 
 def ofctl_cookies(bridge: str) -> list[int]:

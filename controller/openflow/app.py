@@ -56,6 +56,10 @@ OFPP_MAX = 0xFFFFFF00
 class SwitchSession:
     datapath: Any
     lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held while flows are read, diffed and sent: one flow sync per switch at a time."""
+    qos_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Queues are slow (OVSDB, tc); their own lock keeps them off the flow path."""
+    qos_plans: dict[str, PortQos] = field(default_factory=dict)
     bridge: Bridge | None = None
     synced_once: bool = False
     connected_at: float = field(default_factory=time.time)
@@ -196,23 +200,32 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             session = self._sessions.get(dpid)
         if session is None:
             return
-        with session.lock:
-            started = time.monotonic()
-            try:
-                self._sync_locked(session, reason)
-            except RequestFailedError as exc:
-                if not self._connected(session):
-                    LOG.info("switch %016x: sync (%s) stopped: switch disconnected", dpid, reason)
-                    return
-                self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
-                LOG.error("switch %016x: sync (%s) failed: %s; will retry", dpid, reason, exc)
-            except Exception:
-                self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
-                LOG.exception("switch %016x: sync (%s) failed; will retry", dpid, reason)
-            else:
-                self.settings.metrics.sync_seconds.observe(time.monotonic() - started)
+        started = time.monotonic()
+        try:
+            with session.lock:
+                summary = self._sync_flows(session, reason)
+            if self.settings.manage_qos:
+                with session.qos_lock:
+                    summary += "; " + self._sync_qos(session)
+        except RequestFailedError as exc:
+            if not self._connected(session):
+                LOG.info("switch %016x: sync (%s) stopped: switch disconnected", dpid, reason)
+                return
+            self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
+            LOG.error("switch %016x: sync (%s) failed: %s; will retry", dpid, reason, exc)
+            return
+        except Exception:
+            self.settings.metrics.sync_failures.labels(f"{dpid:016x}").inc()
+            LOG.exception("switch %016x: sync (%s) failed; will retry", dpid, reason)
+            return
+        self.settings.metrics.sync_seconds.observe(time.monotonic() - started)
+        if summary.startswith("+0 -0 ") and session.synced_once:
+            return
+        LOG.info("switch %016x in sync (%s): %s", dpid, reason, summary)
+        session.synced_once = True
 
-    def _sync_locked(self, session: SwitchSession, reason: str) -> None:
+    def _sync_flows(self, session: SwitchSession, reason: str) -> str:
+        """Bring the flow table to the active policy; returns a one-line summary."""
         datapath = session.datapath
         active = self.settings.active
         tag = f"{session.dpid:016x}"
@@ -229,6 +242,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             self._send_diff(datapath, diff)
         self._confirmed(session, active)
         qos_plans = plan_ports(active.policy, {port.name: port.link_bps for port in ports})
+        session.qos_plans = qos_plans
         bridge = self._bridge(session)
         self._report(session, active, ports, plan.flows, qos_plans, bridge)
         for table_id, name in TABLE_NAMES.items():
@@ -242,20 +256,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 tag,
                 ", ".join(plan.unresolved_rules),
             )
-        qos_note = (
-            self._sync_qos(session, bridge, qos_plans) if self.settings.manage_qos else "QoS off"
-        )
-        if not diff.empty or not session.synced_once:
-            LOG.info(
-                "switch %s in sync (%s): +%d -%d =%d flows; %s",
-                tag,
-                reason,
-                len(diff.add),
-                len(diff.delete),
-                diff.unchanged,
-                qos_note,
-            )
-        session.synced_once = True
+        return f"+{len(diff.add)} -{len(diff.delete)} ={diff.unchanged} flows"
 
     def _confirmed(self, session: SwitchSession, active: ActivePolicy) -> None:
         """The switch holds ``active``'s flows (barrier passed, or nothing to change)."""
@@ -361,10 +362,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 )
         return session.bridge
 
-    def _sync_qos(
-        self, session: SwitchSession, bridge: Bridge | None, plans: dict[str, PortQos]
-    ) -> str:
-        tag = f"{session.dpid:016x}"
+    def _sync_qos(self, session: SwitchSession) -> str:
+        """Queues to the newest plan of this switch (a later sync may have replaced ours)."""
+        tag, bridge, plans = f"{session.dpid:016x}", session.bridge, session.qos_plans
         if bridge is None:
             return "QoS skipped (bridge not in the local OVSDB, or OVSDB unreachable)"
         outcome = reconcile_bridge(self.settings.ovsdb, bridge, plans)

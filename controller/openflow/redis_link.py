@@ -86,7 +86,9 @@ class RedisLink:
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
         self._unsent: dict[int, SwitchReport | None] = {}
-        self._current_version: int | None = None
+        self._current: tuple[int, float] | None = None
+        """(version, created_at) of the policy in force: the pair, not the number alone,
+        because a Redis that lost its data hands out version numbers again."""
         self._apply: ApplyPolicy | None = None
         self._stopping = threading.Event()
         self._healthy = True
@@ -120,7 +122,7 @@ class RedisLink:
                     active = self.policies.active()  # another controller stored one first
             if active is not None:
                 policy = parse_policy(active.document, f"policy version {active.version}")
-                self._current_version = active.version
+                self._current = (active.version, active.created_at)
                 return policy, active.version
         except StoreUnavailableError as exc:
             LOG.warning("%s; starting with the --policy file, will catch up", exc)
@@ -143,7 +145,7 @@ class RedisLink:
                     LOG.error(
                         "Redis unavailable (%s); enforcing policy version %s meanwhile",
                         exc,
-                        self._current_version,
+                        self._current[0] if self._current else "from the --policy file",
                     )
                 self._healthy = False
                 self._stopping.wait(backoff)
@@ -193,27 +195,24 @@ class RedisLink:
 
     def _catch_up(self) -> None:
         version = self.policies.active_version()
-        if version is not None and version != self._current_version:
+        if version is not None:
             self._load(version)
 
     def _load(self, version: int) -> None:
-        if version == self._current_version:
-            return
         record = self.policies.get(version)
         if record is None:
             LOG.error("announced policy version %d is not in Redis", version)
+            return
+        if (record.version, record.created_at) == self._current:
             return
         try:
             policy = parse_policy(record.document, f"policy version {version}")
         except PolicyError as exc:
             LOG.error(
-                "policy version %d does not validate; keeping %s: %s",
-                version,
-                self._current_version,
-                exc,
+                "policy version %d does not validate; keeping the current one: %s", version, exc
             )
             return
-        self._current_version = version
+        self._current = (record.version, record.created_at)
         if self._apply is not None:
             self._apply(policy, version)
 

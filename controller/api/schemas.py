@@ -1,0 +1,172 @@
+"""Response and small request bodies of the API, as pydantic models (they are its OpenAPI).
+
+The policy document itself is not modelled here: it is validated by
+``controller.policy.load.parse_policy`` (so errors carry the paths the CLI
+shows) and documented from the policy model (``controller.api.openapi``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from controller.store.policies import PolicyVersion
+
+
+class FieldErrorOut(BaseModel):
+    path: str = Field(description="Where: `rules[1].match.tcp_dst`, `query.timeout`, ...")
+    message: str
+
+
+class ErrorOut(BaseModel):
+    detail: str
+
+
+class ValidationErrorOut(BaseModel):
+    """Every problem of the request at once, each with its path."""
+
+    detail: str
+    errors: list[FieldErrorOut]
+
+
+class ConflictOut(BaseModel):
+    """The request's precondition (If-Match / If-None-Match) names another version."""
+
+    detail: str
+    expected_version: int | None = Field(description="What the request expected (null: none)")
+    active_version: int | None = Field(description="The active version now (null: none yet)")
+
+
+class WaitTimeoutOut(BaseModel):
+    """The version is stored and active, but not every live switch confirmed it in time."""
+
+    detail: str
+    version: int
+    pending: list[str] = Field(description="dpids (16 hex digits) that did not confirm")
+
+
+class PolicyOut(BaseModel):
+    version: int
+    author: str
+    created_at: float = Field(description="Unix time")
+    comment: str
+    rollback_of: int | None = Field(description="The version this one restored, if any")
+    policy: dict[str, Any] = Field(description="The document as it was stored")
+    applied: dict[str, int] = Field(
+        description="dpid (16 hex digits) → version its flows run, for every live switch"
+    )
+
+    @staticmethod
+    def of(version: PolicyVersion, applied: dict[str, int]) -> PolicyOut:
+        return PolicyOut(
+            version=version.version,
+            author=version.author,
+            created_at=version.created_at,
+            comment=version.comment,
+            rollback_of=version.rollback_of,
+            policy=version.document,
+            applied=applied,
+        )
+
+
+class HistoryEntryOut(BaseModel):
+    version: int
+    author: str
+    created_at: float
+    comment: str
+    rollback_of: int | None
+    active: bool
+
+
+class HistoryOut(BaseModel):
+    active_version: int | None
+    versions: list[HistoryEntryOut] = Field(description="Newest first")
+
+
+class RollbackIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    version: int = Field(ge=1, le=2**53, description="The version whose document to restore")
+
+
+class QueueOut(BaseModel):
+    queue_id: int
+    class_name: str
+    min_bps: int
+    max_bps: int
+    priority: int
+    dscp: int
+
+
+class PortOut(BaseModel):
+    name: str
+    number: int
+    link_bps: int | None
+    rate_bps: int | None
+    queues: list[QueueOut]
+
+
+class SwitchOut(BaseModel):
+    dpid: str = Field(description="16 hex digits")
+    controller: str
+    datapath_type: str | None
+    connected_at: float
+    updated_at: float
+    applied_version: int | None = Field(description="Confirmed by a barrier; null: none yet")
+    flow_count: int
+    ports: list[PortOut]
+
+
+class SwitchesOut(BaseModel):
+    active_version: int | None
+    switches: list[SwitchOut]
+
+
+class FlowChangesOut(BaseModel):
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+    unchanged: int
+
+
+class QueueChangesOut(BaseModel):
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+    unchanged: int
+
+
+class PortPlanOut(BaseModel):
+    name: str
+    number: int
+    link_bps: int | None
+    rate_bps: int | None = Field(description="The HTB ceiling the switch reports now")
+    planned_rate_bps: int
+    note: str = Field(description="Why the planned rate is what it is")
+    queues: QueueChangesOut
+
+
+class SwitchPlanOut(BaseModel):
+    dpid: str
+    applied_version: int | None
+    in_sync: bool = Field(description="True when applying would change nothing on this switch")
+    unresolved_rules: list[str] = Field(
+        description="Rules naming an in_port this switch does not have: they install nothing"
+    )
+    flows: FlowChangesOut
+    ports: list[PortPlanOut]
+
+
+class PlanOut(BaseModel):
+    active_version: int | None
+    switches: list[SwitchPlanOut]
+
+
+class HealthOut(BaseModel):
+    status: str
+
+
+class ReadyOut(BaseModel):
+    status: str
+    controllers: list[str]

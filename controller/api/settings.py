@@ -1,0 +1,36 @@
+"""What an API process needs to know: where Redis is and how long it may wait for switches."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    """Everything ``create_app`` depends on; tests build one per app.
+
+    ``registry`` is injectable so that two apps in one process (tests) keep
+    their own metrics instead of colliding in the global default registry.
+    """
+
+    redis_url: str
+    prefix: str = "flowlane"
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    controller_max_age_s: float = 10.0
+    """A controller whose heartbeat is older than this is gone, and so are its switches."""
+    default_wait_timeout_s: float = 10.0
+    """How long ``?wait=applied`` waits when the request names no ``timeout``."""
+    max_wait_timeout_s: float = 120.0
+    """The longest ``timeout`` a request may ask for: a waiting request holds a connection."""
+    poll_interval_s: float = 0.005
+    """How often a waiting request reads the applied versions (one small hash)."""
+
+    def __post_init__(self) -> None:
+        if self.controller_max_age_s <= 0:
+            raise ValueError("controller_max_age_s must be positive")
+        if not 0 < self.default_wait_timeout_s <= self.max_wait_timeout_s:
+            raise ValueError("need 0 < default_wait_timeout_s <= max_wait_timeout_s")
+        if self.poll_interval_s <= 0:
+            raise ValueError("poll_interval_s must be positive")

@@ -1,0 +1,122 @@
+"""The controller following policy versions in a real Redis, on a real OVS bridge."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import harness
+import pytest
+import yaml
+from ovs_bridge import OvsBridge
+from redis_server import RedisServer
+
+from controller.policy.load import parse_policy
+from controller.store.client import connect
+from controller.store.policies import PolicyStore
+from controller.store.switches import SwitchStore
+
+pytestmark = pytest.mark.ovs
+
+FILE_POLICY = """
+classes:
+  inference: {priority: 0, dscp: 46, min_rate: 20%}
+  training:  {priority: 1, dscp: 26, min_rate: 80%}
+default_class: inference
+rules:
+  - {name: iperf, match: {tcp_dst: 5201}, class: training}
+ports: {rate: 1Gbit}
+"""
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(harness.free_port(), tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def moved(document: dict[str, object], class_name: str) -> dict[str, object]:
+    """The same policy with the iperf rule sending its flows to ``class_name``."""
+    changed = yaml.safe_load(yaml.safe_dump(document))
+    changed["rules"][0]["class"] = class_name
+    return changed
+
+
+def test_empty_redis_gets_the_file_and_switches_report_it(
+    bridge: OvsBridge, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    policy_file = tmp_path / "file.yaml"
+    policy_file.write_text(FILE_POLICY)
+    with harness.controller(
+        policy_file, tmp_path / "ctl.log", bridge.ofp_port, redis_url=redis_server.url
+    ) as ctl:
+        client = connect(redis_server.url)
+        store, switches = PolicyStore(client), SwitchStore(client)
+        active = store.active()
+        assert active is not None and active.version == 1
+        assert active.document == yaml.safe_load(FILE_POLICY)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        dpid = harness.datapath_id(bridge.name)
+        harness.wait_for("the applied report", lambda: switches.applied() == {dpid: 1}, 15)
+        (report,) = switches.live_reports(max_age_s=10)
+        assert {port.name for port in report.ports} == set(bridge.ports)
+        assert len(report.flows) == len(harness.ofctl_cookies(bridge.name))
+        assert all(len(port.queues) == 2 for port in report.ports)
+        assert ctl.problems() == []
+
+
+def test_a_new_version_reaches_the_switch_and_is_confirmed(
+    bridge: OvsBridge, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    policy_file = tmp_path / "file.yaml"
+    policy_file.write_text(FILE_POLICY)
+    with harness.controller(
+        policy_file, tmp_path / "ctl.log", bridge.ofp_port, redis_url=redis_server.url
+    ) as ctl:
+        client = connect(redis_server.url)
+        store, switches = PolicyStore(client), SwitchStore(client)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        dpid = harness.datapath_id(bridge.name)
+        first = store.active()
+        assert first is not None
+        second = store.put(moved(first.document, "inference"), author="test", expected_version=1)
+        started = time.monotonic()
+        harness.wait_for("version 2 applied", lambda: switches.applied().get(dpid) == 2, 15, 0.005)
+        print(f"policy change confirmed after {1000 * (time.monotonic() - started):.1f} ms")
+        harness.wait_in_sync(bridge.name, parse_policy(second.document), bridge.ports)
+        store.rollback(1, author="test")
+        harness.wait_for("rollback applied", lambda: switches.applied().get(dpid) == 3, 15)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        assert ctl.problems() == []
+
+
+def test_redis_outage_keeps_the_policy_and_catches_up(
+    bridge: OvsBridge, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    policy_file = tmp_path / "file.yaml"
+    policy_file.write_text(FILE_POLICY)
+    with harness.controller(
+        policy_file, tmp_path / "ctl.log", bridge.ofp_port, redis_url=redis_server.url
+    ) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        redis_server.stop()
+        harness.wait_for("the outage to be noticed", lambda: "Redis unavailable" in ctl.log(), 15)
+        assert ctl.process.poll() is None
+        assert harness.in_sync(bridge.name, ctl.policy, bridge.ports), "policy lost in the outage"
+        redis_server.start()  # empty: as after a failover to a fresh replica
+        client = connect(redis_server.url)
+        newer = moved(yaml.safe_load(FILE_POLICY), "inference")
+        PolicyStore(client).put(newer, author="test")
+        harness.wait_in_sync(bridge.name, parse_policy(newer), bridge.ports, timeout_s=20)
+        dpid = harness.datapath_id(bridge.name)
+        harness.wait_for(
+            "the switch report to be re-sent",
+            lambda: dpid in SwitchStore(client).applied(),
+            15,
+        )
+        assert "Redis is back" in ctl.log()

@@ -1,0 +1,112 @@
+"""SwitchStore against a real Redis: snapshots, applied versions, heartbeats and liveness."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+
+QUEUE = QueueReport(
+    queue_id=0, class_name="inference", min_bps=2_000, max_bps=10_000, priority=0, dscp=46
+)
+
+
+def report(
+    dpid: int, controller: str = "c1", applied: int | None = 1, **extra: object
+) -> SwitchReport:
+    return SwitchReport(
+        dpid=dpid,
+        controller=controller,
+        connected_at=1_700_000_000.5,
+        applied_version=applied,
+        ports=(
+            PortReport("s1-eth1", 1, 10_000_000_000, 10_000_000_000, (QUEUE,)),
+            PortReport("s1-eth2", 2, None),
+        ),
+        flows=(
+            (0, 4196, (("eth_type", 0x800, None), ("tcp_dst", 8000, 0xFFFE)), 0xF1020000000000AA),
+            (2, 0, (), 0xF103000000000001),
+        ),
+        datapath_type="netdev",
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis) -> SwitchStore:
+    return SwitchStore(redis_client)
+
+
+def test_report_round_trips_every_field(store: SwitchStore) -> None:
+    sent = report(0xABC, updated_at=1_700_000_001.25)
+    store.report(sent)
+    assert store.all() == [sent]
+    assert store.all()[0].dpid_hex == "0000000000000abc"
+
+
+def test_reports_are_sorted_by_dpid_and_replace_each_other(store: SwitchStore) -> None:
+    store.report(report(3))
+    store.report(report(1))
+    store.report(report(3, applied=2))
+    assert [(r.dpid, r.applied_version) for r in store.all()] == [(1, 1), (3, 2)]
+
+
+def test_applied_versions_follow_the_reports(store: SwitchStore) -> None:
+    assert store.applied() == {}
+    store.report(report(1, applied=4))
+    store.report(report(2, applied=None))
+    assert store.applied() == {"0000000000000001": 4}
+    store.report(report(2, applied=5))
+    store.report(report(1, applied=None))
+    assert store.applied() == {"0000000000000002": 5}
+
+
+def test_remove_forgets_the_snapshot_and_the_applied_version(store: SwitchStore) -> None:
+    store.report(report(1))
+    store.report(report(2))
+    store.remove(1)
+    store.remove(99)  # unknown: nothing to do
+    assert [r.dpid for r in store.all()] == [2]
+    assert store.applied() == {"0000000000000002": 1}
+
+
+def test_remove_controller_forgets_its_switches_only(store: SwitchStore) -> None:
+    store.heartbeat("c1")
+    store.heartbeat("c2")
+    store.report(report(1, controller="c1"))
+    store.report(report(2, controller="c2"))
+    store.remove_controller("c1")
+    assert [r.dpid for r in store.all()] == [2]
+    assert store.live_controllers(60) == ["c2"]
+
+
+def test_live_controllers_by_heartbeat_age(store: SwitchStore) -> None:
+    now = time.time()
+    store.heartbeat("fresh", now=now - 1)
+    store.heartbeat("stale", now=now - 30)
+    assert store.live_controllers(10, now=now) == ["fresh"]
+    assert sorted(store.live_controllers(60, now=now)) == ["fresh", "stale"]
+    assert store.live_controllers(0.5, now=now) == []
+    store.heartbeat("stale", now=now)  # a beat refreshes the same member
+    assert sorted(store.live_controllers(10, now=now)) == ["fresh", "stale"]
+
+
+def test_live_reports_drop_switches_of_a_stale_controller(store: SwitchStore) -> None:
+    store.heartbeat("alive")
+    store.heartbeat("crashed", now=time.time() - 60)
+    store.report(report(1, controller="alive"))
+    store.report(report(2, controller="crashed"))
+    store.report(report(3, controller="never-beat"))
+    assert [r.dpid for r in store.live_reports(10)] == [1]
+    assert [r.dpid for r in store.all()] == [1, 2, 3]
+    store.heartbeat("crashed")
+    assert [r.dpid for r in store.live_reports(10)] == [1, 2]
+
+
+def test_no_heartbeat_means_no_live_switch(store: SwitchStore) -> None:
+    store.report(report(1))
+    assert store.live_controllers(10) == []
+    assert store.live_reports(10) == []
