@@ -7,6 +7,7 @@ stopped by PID.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -153,6 +154,64 @@ def controller(
         yield handle
     finally:
         stop_process(process)
+        log.close()
+
+
+@dataclass
+class StackProcess:
+    """``flowlane up``: private Redis, controller and API."""
+
+    process: subprocess.Popen[bytes]
+    api: str
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+
+@contextmanager
+def stack(policy_file: Path, log_path: Path, ofp_port: int) -> Iterator[StackProcess]:
+    """The whole stack as ``make run`` starts it, on free ports; stopped by PID after.
+
+    ``flowlane up`` stops its children on SIGTERM; if it does not, the whole
+    process group is killed so nothing outlives the test.
+    """
+    api_port = free_port()
+    log = log_path.open("wb")
+    process = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "controller",
+            "up",
+            "--policy",
+            str(policy_file),
+            "--api-port",
+            str(api_port),
+            "--ofp-port",
+            str(ofp_port),
+            "--metrics-port",
+            "0",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    handle = StackProcess(process, f"http://127.0.0.1:{api_port}", log_path)
+    try:
+        wait_for(
+            "flowlane up",
+            lambda: process.poll() is not None or "flowlane is up" in handle.log(),
+            60,
+        )
+        if process.poll() is not None:
+            raise RuntimeError(f"flowlane up exited with {process.returncode}:\n{handle.log()}")
+        yield handle
+    finally:
+        stop_process(process, timeout_s=20)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         log.close()
 
 

@@ -22,6 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,7 +107,7 @@ def _marking_packets(bridge: str) -> dict[int, int]:
     return counts
 
 
-def _run_client(
+def run_client(
     host: Any, server_ip: str, config: ScenarioConfig, duration_s: float
 ) -> dict[str, Any]:
     process = harness.host_popen(
@@ -146,18 +148,14 @@ def _run_client(
     return result
 
 
-def _measure(
-    net: Any, mode: str, policy_file: Path, config: ScenarioConfig, port_bps: int
-) -> ModeResult:
-    client, server = net.get("infer1"), net.get("server")
-    senders = [net.get(f"train{i + 1}") for i in range(config.training_senders)]
-    bottleneck = server_port(config.training_senders)
-    idle = _run_client(client, server.IP(), config, config.idle_s)
-
-    bytes_before, marks_before = _tc_class_bytes(bottleneck), _marking_packets(SWITCH)
-    iperfs = [
+def start_training(
+    net: Any, config: ScenarioConfig, seconds: float, omit_s: float = 0
+) -> list[subprocess.Popen[str]]:
+    """One iperf3 bulk flow from each training sender to the server, for ``seconds``."""
+    server = net.get("server")
+    return [
         harness.host_popen(
-            sender,
+            net.get(f"train{index + 1}"),
             [
                 "iperf3",
                 "-c",
@@ -166,23 +164,63 @@ def _measure(
                 str(TRAINING_PORT + index),
                 "-J",
                 "-t",
-                str(int(config.ramp_s + config.loaded_s + 2)),
+                str(int(seconds)),
                 "-O",
-                str(int(config.ramp_s)),
+                str(int(omit_s)),
             ],
         )
-        for index, sender in enumerate(senders)
+        for index in range(config.training_senders)
+    ]
+
+
+def collect_goodput(iperfs: list[subprocess.Popen[str]], timeout_s: float) -> float:
+    """Sum of the receivers' goodput (bit/s) once every iperf3 client has finished."""
+    goodput = 0.0
+    for process in iperfs:
+        out, _ = process.communicate(timeout=timeout_s)
+        report = json.loads(out)
+        if "error" in report:
+            raise ScenarioError(f"iperf3 failed: {report['error']}")
+        goodput += float(report["end"]["sum_received"]["bits_per_second"])
+    return goodput
+
+
+@contextmanager
+def servers(net: Any, config: ScenarioConfig) -> Iterator[None]:
+    """The inference server and one iperf3 server per training sender, on the server host."""
+    server = net.get("server")
+    processes = [
+        harness.host_popen(
+            server, [harness.PYTHON, str(LOADGEN), "server", "--port", str(INFERENCE_PORT)]
+        )
+    ]
+    processes += [
+        harness.host_popen(server, ["iperf3", "-s", "-p", str(TRAINING_PORT + i)])
+        for i in range(config.training_senders)
     ]
     try:
+        assert processes[0].stdout is not None
+        if "listening" not in processes[0].stdout.readline():
+            raise ScenarioError("inference server did not start")
+        yield
+    finally:
+        for process in processes:
+            harness.stop_process(process)
+
+
+def _measure(
+    net: Any, mode: str, policy_file: Path, config: ScenarioConfig, port_bps: int
+) -> ModeResult:
+    client, server = net.get("infer1"), net.get("server")
+    bottleneck = server_port(config.training_senders)
+    idle = run_client(client, server.IP(), config, config.idle_s)
+
+    bytes_before, marks_before = _tc_class_bytes(bottleneck), _marking_packets(SWITCH)
+    iperfs = start_training(net, config, config.ramp_s + config.loaded_s + 2, omit_s=config.ramp_s)
+    try:
         time.sleep(config.ramp_s)
-        loaded = _run_client(client, server.IP(), config, config.loaded_s)
-        goodput = 0.0
-        for process in iperfs:
-            out, _ = process.communicate(timeout=config.ramp_s + config.loaded_s + 30)
-            report = json.loads(out)
-            if "error" in report:
-                raise ScenarioError(f"iperf3 failed: {report['error']}")
-            goodput += float(report["end"]["sum_received"]["bits_per_second"])
+        loaded = run_client(client, server.IP(), config, config.loaded_s)
+        goodput = collect_goodput(iperfs, config.ramp_s + config.loaded_s + 30)
     finally:
         for process in iperfs:
             harness.stop_process(process)
@@ -215,20 +253,7 @@ def run(modes: dict[str, Path], config: ScenarioConfig, workdir: Path) -> list[M
     results: list[ModeResult] = []
     with harness.network(topo, ofp_port) as net:
         ports = [intf.name for intf in net.get(SWITCH).intfList() if intf.name != "lo"]
-        server = net.get("server")
-        servers = [
-            harness.host_popen(
-                server, [harness.PYTHON, str(LOADGEN), "server", "--port", str(INFERENCE_PORT)]
-            )
-        ]
-        servers += [
-            harness.host_popen(server, ["iperf3", "-s", "-p", str(TRAINING_PORT + i)])
-            for i in range(config.training_senders)
-        ]
-        try:
-            assert servers[0].stdout is not None
-            if "listening" not in servers[0].stdout.readline():
-                raise ScenarioError("inference server did not start")
+        with servers(net, config):
             for mode, policy_file in modes.items():
                 log_path = workdir / f"controller-{mode}.log"
                 with harness.controller(policy_file, log_path, ofp_port) as ctl:
@@ -244,9 +269,6 @@ def run(modes: dict[str, Path], config: ScenarioConfig, workdir: Path) -> list[M
                         raise ScenarioError(
                             f"mode {mode}: {exc}\n{harness.diagnostics(SWITCH, ports, ctl.log())}"
                         ) from exc
-        finally:
-            for process in servers:
-                harness.stop_process(process)
     return results
 
 
@@ -316,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(args.repeat):
             print(f"round {index + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
             rounds.append(run(MODES, config, Path(tmp)))
-    console = Console()
+    console = Console(width=110)
     console.print(results_table(rounds))
     flowlane = [r for results in rounds for r in results if r.mode == "flowlane"]
     ratio = statistics.median(r.p99_ratio for r in flowlane)

@@ -1,0 +1,55 @@
+"""The stores a request works with, built once per app and handed to routes by FastAPI."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import redis
+from fastapi import Depends, Request
+
+from controller.api.settings import ApiSettings
+from controller.store.client import connect
+from controller.store.policies import PolicyStore
+from controller.store.switches import SwitchReport, SwitchStore
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    settings: ApiSettings
+    redis: redis.Redis
+    policies: PolicyStore
+    switches: SwitchStore
+
+    @staticmethod
+    def connect(settings: ApiSettings) -> Services:
+        """No I/O: the client connects on first use, so an app starts while Redis is down
+        and serves as soon as it is back (the pool opens fresh connections)."""
+        client = connect(settings.redis_url)
+        return Services(
+            settings,
+            client,
+            PolicyStore(client, settings.prefix),
+            SwitchStore(client, settings.prefix),
+        )
+
+    def live_reports(self) -> list[SwitchReport]:
+        return self.switches.live_reports(self.settings.controller_max_age_s)
+
+    def live_applied(self) -> dict[str, int]:
+        """dpid → applied version, for the switches of live controllers only.
+
+        The applied hash outlives a crashed controller; its switches are not
+        connected to anything, so they do not count.
+        """
+        live = {report.dpid_hex for report in self.live_reports()}
+        return {dpid: v for dpid, v in sorted(self.switches.applied().items()) if dpid in live}
+
+
+def get_services(request: Request) -> Services:
+    services = request.app.state.services
+    assert isinstance(services, Services)
+    return services
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
