@@ -1,9 +1,10 @@
-# flowlane: `make run` starts the controller, `make test` runs every test.
-# Both set the machine up first (Debian packages, .venv, Open vSwitch).
+# flowlane: `make run` starts the stack (Redis, controller, REST API), `make test`
+# runs every test. Both set the machine up first (Debian packages, .venv, Open vSwitch).
 
 SHELL := /bin/bash
 POLICY ?= policies/default.yaml
 OFP_PORT ?= 6653
+API_PORT ?= 8080
 METRICS_PORT ?= 9100
 
 .PHONY: setup ovs run test bench lint format clean
@@ -15,13 +16,15 @@ ovs: setup
 	@deploy/start-ovs.sh
 
 run: ovs
-	.venv/bin/flowlane controller --policy $(POLICY) --ofp-port $(OFP_PORT) --metrics-port $(METRICS_PORT)
+	.venv/bin/flowlane up --policy $(POLICY) --ofp-port $(OFP_PORT) --api-port $(API_PORT) \
+		--metrics-port $(METRICS_PORT)
 
 test: ovs
 	@deploy/test.sh
 
 bench: ovs
 	.venv/bin/python mininet/isolation.py --repeat 3 --out bench-isolation.json
+	.venv/bin/python mininet/bench_propagation.py --out bench-propagation.json
 
 lint: setup
 	.venv/bin/ruff check .
@@ -33,4 +36,4 @@ format: setup
 	.venv/bin/ruff check --fix .
 
 clean:
-	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache *.egg-info bench-isolation.json
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache *.egg-info bench-*.json

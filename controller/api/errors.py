@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
+from pydantic import ValidationError
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
@@ -67,6 +68,14 @@ def _message(raw: str) -> str:
         if raw.startswith(prefix):
             return raw[len(prefix) :]
     return raw
+
+
+def validation_errors(exc: ValidationError) -> list[FieldError]:
+    """A pydantic error of a body model, in our path syntax (``version``, ``(document)``)."""
+    return [
+        FieldError(printable(format_path(error["loc"])), printable(_message(error["msg"])))
+        for error in exc.errors()
+    ]
 
 
 def request_error_paths(errors: Iterable[Any]) -> list[FieldError]:

@@ -14,8 +14,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from collections.abc import Sequence
+
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel
 
 from controller.policy.model import Policy
 
@@ -112,8 +115,12 @@ def policy_schemas() -> dict[str, Any]:
     return definitions
 
 
-def install_openapi(app: FastAPI) -> None:
-    """Generate the schema once, with the policy models added to its components."""
+def install_openapi(app: FastAPI, body_models: Sequence[type[BaseModel]] = ()) -> None:
+    """Generate the schema once, with the policy models added to its components.
+
+    ``body_models`` are the models of bodies routes read themselves
+    (``documents.parse_model``): FastAPI does not see them, so they are added here.
+    """
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:
@@ -124,9 +131,7 @@ def install_openapi(app: FastAPI) -> None:
                 routes=app.routes,
                 tags=app.openapi_tags,
             )
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(
-                policy_schemas()
-            )
+            schema.setdefault("components", {}).setdefault("schemas", {}).update(policy_schemas())
             app.openapi_schema = schema
         return app.openapi_schema
 

@@ -332,8 +332,10 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         """
         tag = f"{datapath.id:016x}"
         sent: list[int] = []
-        for msg in [messages.flow_add(datapath, f) for f in diff.add] + [
-            messages.flow_delete(datapath, k) for k in diff.delete
+        for msg in [
+            *(messages.flow_add(datapath, f) for f in diff.add),
+            *(messages.flow_delete(datapath, k) for k in diff.delete),
+            *(messages.flow_delete_by_cookie(datapath, t, c) for t, c in diff.delete_by_cookie),
         ]:
             datapath.set_xid(msg)
             self._replies.expect(datapath.id, msg.xid)

@@ -24,18 +24,32 @@ from controller.pipeline.flows import (
     make_match,
 )
 
-_IPV4_FIELDS = {"ipv4_src", "ipv4_dst"}
+_IPV4_FIELDS = {"ipv4_src", "ipv4_dst", "arp_spa", "arp_tpa"}
+_IPV6_FIELDS = {"ipv6_src", "ipv6_dst"}
+_MAC_FIELDS = {"eth_src", "eth_dst"}
 
 
 def _encode_value(name: str, value: int) -> Any:
-    return str(ipaddress.IPv4Address(value)) if name in _IPV4_FIELDS else value
+    """os-ken wants addresses as text."""
+    if name in _IPV4_FIELDS:
+        return str(ipaddress.IPv4Address(value))
+    if name in _IPV6_FIELDS:
+        return str(ipaddress.IPv6Address(value))
+    if name in _MAC_FIELDS:
+        return ":".join(f"{byte:02x}" for byte in value.to_bytes(6, "big"))
+    return value
 
 
 def _decode_value(name: str, value: Any) -> int:
-    if name in _IPV4_FIELDS and isinstance(value, str):
-        return int(ipaddress.IPv4Address(value))
     if isinstance(value, int):
         return value
+    if isinstance(value, str):
+        if name in _IPV4_FIELDS:
+            return int(ipaddress.IPv4Address(value))
+        if name in _IPV6_FIELDS:
+            return int(ipaddress.IPv6Address(value))
+        if name in _MAC_FIELDS:
+            return int(value.replace(":", ""), 16)
     raise ValueError(f"cannot decode match field {name}={value!r}")
 
 
@@ -125,6 +139,23 @@ def flow_stats_request(datapath: Any) -> Any:
 
 
 def installed_flow(stats: Any) -> InstalledFlow:
-    return InstalledFlow(
-        FlowKey(stats.table_id, stats.priority, decode_match(stats.match)), stats.cookie
+    try:
+        match = decode_match(stats.match)
+    except (KeyError, ValueError):
+        return InstalledFlow(FlowKey(stats.table_id, stats.priority, ()), stats.cookie, True)
+    return InstalledFlow(FlowKey(stats.table_id, stats.priority, match), stats.cookie)
+
+
+def flow_delete_by_cookie(datapath: Any, table_id: int, cookie: int) -> Any:
+    """Remove entries we cannot re-encode (foreign fields) by their exact cookie."""
+    parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+    return parser.OFPFlowMod(
+        datapath=datapath,
+        table_id=table_id,
+        command=ofproto.OFPFC_DELETE,
+        cookie=cookie,
+        cookie_mask=0xFFFFFFFFFFFFFFFF,
+        out_port=ofproto.OFPP_ANY,
+        out_group=ofproto.OFPG_ANY,
+        match=parser.OFPMatch(),
     )

@@ -84,10 +84,7 @@ def format_field(match_field: MatchField) -> str:
     name, value, mask = match_field.name, match_field.value, match_field.mask
     if name in ("ipv4_src", "ipv4_dst"):
         return f"{name}={_ipv4_text(value, mask)}"
-    if name in _HEX_FIELDS:
-        text = f"0x{value:0{_HEX_FIELDS[name]}x}"
-    else:
-        text = str(value)
+    text = f"0x{value:0{_HEX_FIELDS[name]}x}" if name in _HEX_FIELDS else str(value)
     return f"{name}={text}" if mask is None else f"{name}={text}/{mask:#x}"
 
 

@@ -16,10 +16,12 @@ class FlowDiff:
     add: tuple[FlowEntry, ...]
     delete: tuple[FlowKey, ...]
     unchanged: int
+    delete_by_cookie: tuple[tuple[int, int], ...] = ()
+    """(table, cookie) of foreign entries whose match flowlane cannot re-encode."""
 
     @property
     def empty(self) -> bool:
-        return not self.add and not self.delete
+        return not self.add and not self.delete and not self.delete_by_cookie
 
 
 def diff_flows(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry]) -> FlowDiff:
@@ -29,7 +31,9 @@ def diff_flows(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry])
     switch, and a stray entry (OVS's default ``NORMAL`` flow, a leftover of
     an older plan) would otherwise bypass classification.
     """
-    have = {flow.key: flow.cookie for flow in installed}
+    flows = list(installed)
+    have = {flow.key: flow.cookie for flow in flows if not flow.opaque}
+    opaque = tuple(sorted({(flow.key.table_id, flow.cookie) for flow in flows if flow.opaque}))
     want: dict[FlowKey, FlowEntry] = {}
     for flow in planned:
         if flow.key in want and want[flow.key] != flow:
@@ -37,4 +41,4 @@ def diff_flows(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry])
         want[flow.key] = flow
     add = tuple(flow for key, flow in want.items() if have.get(key) != flow.cookie)
     delete = tuple(sorted(key for key in have if key not in want))
-    return FlowDiff(add=add, delete=delete, unchanged=len(want) - len(add))
+    return FlowDiff(add=add, delete=delete, unchanged=len(want) - len(add), delete_by_cookie=opaque)

@@ -26,7 +26,19 @@ FIELD_BITS = {
     "tcp_dst": 16,
     "udp_src": 16,
     "udp_dst": 16,
+    "ipv6_src": 128,
+    "ipv6_dst": 128,
+    "eth_src": 48,
+    "eth_dst": 48,
+    "arp_op": 16,
+    "arp_spa": 32,
+    "arp_tpa": 32,
+    "icmpv4_type": 8,
+    "icmpv4_code": 8,
+    "icmpv6_type": 8,
+    "icmpv6_code": 8,
 }
+"""Fields flowlane can read back from a switch; an entry using another field is kept opaque."""
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -155,10 +167,15 @@ class FlowKey:
 
 @dataclass(frozen=True, slots=True)
 class InstalledFlow:
-    """An entry as read back from a switch: its key and cookie are all the diff needs."""
+    """An entry as read back from a switch: its key and cookie are all the diff needs.
+
+    ``opaque`` marks an entry whose match uses a field flowlane does not
+    model; it can only be someone else's and is removed by its cookie.
+    """
 
     key: FlowKey
     cookie: int
+    opaque: bool = False
 
 
 def cookie_owner(cookie: int) -> Owner | None:

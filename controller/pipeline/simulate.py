@@ -130,6 +130,11 @@ class SimulatedSwitch:
         for key in diff.delete:
             self.entries.pop(key, None)
             self.foreign.pop(key, None)
+        for table_id, cookie in diff.delete_by_cookie:
+            for key in [
+                k for k, c in self.foreign.items() if (k.table_id, c) == (table_id, cookie)
+            ]:
+                del self.foreign[key]
 
     def dump(self) -> list[InstalledFlow]:
         """What a flow-stats reply would show."""

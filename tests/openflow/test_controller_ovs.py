@@ -125,6 +125,15 @@ def test_reconnect_reconciles_to_exactly_the_new_plan(bridge: OvsBridge, tmp_pat
         bridge.name,
         "table=1,priority=20,ip,actions=drop",
     )
+    # one of them matches on a field flowlane does not model (a register)
+    sh(
+        "ovs-ofctl",
+        "-O",
+        "OpenFlow13",
+        "add-flow",
+        bridge.name,
+        "table=0,priority=7,cookie=0x77,reg0=5,actions=drop",
+    )
     with harness.controller(second, tmp_path / "b.log", bridge.ofp_port) as ctl:
         harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
         cookies = harness.ofctl_cookies(bridge.name)

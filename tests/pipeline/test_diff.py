@@ -150,3 +150,14 @@ def test_two_different_entries_for_one_key_raise() -> None:
     second = FlowEntry(0, 5, make_match(), (GotoTable(2),), Owner.POLICY)
     with pytest.raises(ValueError, match="plan has two different entries"):
         diff_flows([], [first, second])
+
+
+def test_entries_with_unmodelled_fields_are_removed_by_cookie(default_policy: Policy) -> None:
+    plan = plan_switch(default_policy, {})
+    switch = SimulatedSwitch()
+    switch.install(plan.flows)
+    opaque = InstalledFlow(FlowKey(0, 7, ()), cookie=0x77, opaque=True)
+    diff = diff_flows([*switch.dump(), opaque], plan.flows)
+    assert diff.add == () and diff.delete == ()
+    assert diff.delete_by_cookie == ((0, 0x77),)
+    assert not diff.empty

@@ -46,7 +46,7 @@ def test_unreachable_redis_is_store_unavailable(
     dead_client: redis.Redis, call: Callable[[PolicyStore, SwitchStore], Any]
 ) -> None:
     started = time.monotonic()
-    with pytest.raises(StoreUnavailableError, match="^Redis unavailable: .*onnection refused"):
+    with pytest.raises(StoreUnavailableError, match=r"^Redis unavailable: .*onnection refused"):
         call(PolicyStore(dead_client), SwitchStore(dead_client))
     assert time.monotonic() - started < 3
 

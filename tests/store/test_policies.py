@@ -98,38 +98,48 @@ def test_conflict_leaves_nothing_behind(store: PolicyStore, redis_client: redis.
     assert [v.version for v in store.history()] == [2, 1]
 
 
+def race(store: PolicyStore, expected: int | None, writers: int = 2) -> list[int | str]:
+    """Start ``writers`` puts at the same instant, all based on ``expected``; collect outcomes."""
+    barrier = threading.Barrier(writers)
+    outcomes: list[int | str] = []
+    lock = threading.Lock()
+
+    def write(writer: int) -> None:
+        barrier.wait()
+        try:
+            result: int | str = store.put(
+                document(writer), author=f"w{writer}", expected_version=expected
+            ).version
+        except VersionConflictError:
+            result = "conflict"
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    return sorted(outcomes, key=str)
+
+
 def test_racing_writers_with_the_same_expected_version_one_wins(
     store: PolicyStore, redis_client: redis.Redis
 ) -> None:
     store.put(document(0), author="setup")
-    for round_number in range(50):
-        expected = store.active_version()
-        barrier = threading.Barrier(2)
-        outcomes: list[int | str] = []
-        lock = threading.Lock()
-
-        def write(writer: int, expected: int | None = expected) -> None:
-            barrier.wait()
-            try:
-                result: int | str = store.put(
-                    document(writer), author=f"w{writer}", expected_version=expected
-                ).version
-            except VersionConflictError:
-                result = "conflict"
-            with lock:
-                outcomes.append(result)
-
-        threads = [threading.Thread(target=write, args=(n,)) for n in (1, 2)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(timeout=10)
-        assert sorted(outcomes, key=str) == sorted([expected + 1, "conflict"], key=str), (
-            round_number,
-            outcomes,
-        )
+    for round_number in range(1, 51):
+        outcomes = race(store, expected=round_number)
+        assert outcomes == [round_number + 1, "conflict"], (round_number, outcomes)
     assert store.active_version() == 51
     assert int(redis_client.get("flowlane:policy:seq") or 0) == 51
+    assert len(store.history(limit=500)) == 51
+
+
+def test_racing_creators_of_the_first_version_one_wins(redis_client: redis.Redis) -> None:
+    for round_number in range(20):
+        redis_client.flushdb()
+        outcomes = race(PolicyStore(redis_client), expected=None, writers=3)
+        assert outcomes == [1, "conflict", "conflict"], (round_number, outcomes)
 
 
 def test_empty_rules_list_survives_the_round_trip(store: PolicyStore) -> None:

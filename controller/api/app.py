@@ -1,0 +1,66 @@
+"""``create_app``: the flowlane REST API over the Redis policy and switch stores.
+
+The API never talks to a switch: it stores policy versions, which the
+controllers pick up, and reads what the controllers report back.  It holds
+no state of its own, so any number of API processes can share one Redis.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from controller.api.errors import install_error_handlers
+from controller.api.metrics import ApiMetrics, MetricsMiddleware
+from controller.api.openapi import install_openapi
+from controller.api.routes import health, metrics, policy, switches
+from controller.api.schemas import RollbackIn
+from controller.api.services import Services
+from controller.api.settings import ApiSettings
+
+DESCRIPTION = """\
+Versioned traffic-class policies for the flowlane controllers, and what the
+controllers report about their switches.
+
+- Every write is validated first: an invalid document is refused with every
+  error and its path (422), and nothing is stored.
+- The ETag of a policy is its version. Send it back in `If-Match` to write only
+  over the version you read (412 otherwise).
+- `?wait=applied` answers once every live switch confirms the new version
+  (504 naming the switches that did not).
+- Redis unreachable: 503 on every route that needs it, until it is back.
+"""
+
+
+def create_app(settings: ApiSettings) -> FastAPI:
+    services = Services.connect(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            services.redis.close()
+
+    app = FastAPI(
+        title="flowlane",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        openapi_tags=[
+            {"name": "policy", "description": "The versioned policy document"},
+            {"name": "switches", "description": "Switches as their controllers report them"},
+            {"name": "health", "description": "Liveness, readiness and metrics"},
+        ],
+    )
+    app.state.services = services
+    install_error_handlers(app)
+    app.add_middleware(MetricsMiddleware, metrics=ApiMetrics(settings.registry))
+    app.include_router(health.router)
+    app.include_router(policy.build_router(settings))
+    app.include_router(switches.router)
+    app.include_router(metrics.router)
+    install_openapi(app, body_models=[RollbackIn])
+    return app

@@ -1,0 +1,132 @@
+"""An API app on the test Redis, a valid document to break, and switches that report to it."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+
+from controller.api.app import create_app
+from controller.api.settings import ApiSettings
+from controller.pipeline.planner import plan_switch
+from controller.policy.load import parse_policy
+from controller.qos.plan import plan_port_qos
+from controller.store.policies import PolicyStore
+from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+
+DOCUMENT: dict[str, Any] = {
+    "classes": {
+        "inference": {"priority": 0, "dscp": 46, "min_rate": "20%"},
+        "training": {"priority": 1, "dscp": 26, "min_rate": "70%"},
+        "best-effort": {"priority": 2, "dscp": 0, "min_rate": "10%", "max_rate": "50%"},
+    },
+    "default_class": "inference",
+    "rules": [
+        {"name": "rocev2", "match": {"ip_proto": "udp", "udp_dst": 4791}, "class": "training"},
+        {"name": "triton", "match": {"tcp_dst": [8000, 8001]}, "class": "inference"},
+        {"name": "ssh", "match": {"tcp_dst": 22}, "class": "best-effort"},
+    ],
+    "ports": {"rate": "10Gbit", "overrides": {"s1-eth3": "50Mbit"}},
+}
+
+PORTS = (
+    PortReport("s1-eth1", 1, 10_000_000_000),
+    PortReport("s1-eth2", 2, 1_000_000_000),
+    PortReport("s1-eth3", 3, 10_000_000_000),
+)
+
+
+@pytest.fixture
+def document() -> dict[str, Any]:
+    """A fresh valid policy document each test may change."""
+    return copy.deepcopy(DOCUMENT)
+
+
+@pytest.fixture
+def settings(redis_url: str) -> ApiSettings:
+    return ApiSettings(redis_url=redis_url, registry=CollectorRegistry())
+
+
+@pytest.fixture
+def client(redis_client: redis.Redis, settings: ApiSettings) -> Iterator[TestClient]:
+    """The app on an empty Redis (``redis_client`` flushed it)."""
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def policies(redis_client: redis.Redis) -> PolicyStore:
+    return PolicyStore(redis_client)
+
+
+@pytest.fixture
+def switches(redis_client: redis.Redis) -> SwitchStore:
+    return SwitchStore(redis_client)
+
+
+ReportSwitch = Callable[..., SwitchReport]
+
+
+@pytest.fixture
+def report_switch(switches: SwitchStore) -> ReportSwitch:
+    """Write a switch report (and its controller's heartbeat) as a live controller would."""
+
+    def report(
+        dpid: int,
+        *,
+        applied: int | None = None,
+        controller: str = "ctl-1",
+        beat: float | None = None,
+        ports: tuple[PortReport, ...] = PORTS,
+        flows: tuple[Any, ...] = (),
+    ) -> SwitchReport:
+        switches.heartbeat(controller, now=beat if beat is not None else time.time())
+        sent = SwitchReport(
+            dpid=dpid,
+            controller=controller,
+            connected_at=1_700_000_000.0,
+            applied_version=applied,
+            ports=ports,
+            flows=flows,
+            datapath_type="netdev",
+        )
+        switches.report(sent)
+        return sent
+
+    return report
+
+
+def synced_report(dpid: int, document: dict[str, Any], applied: int) -> SwitchReport:
+    """A switch that holds exactly what ``document`` plans: flows and queues."""
+    policy = parse_policy(document)
+    plan = plan_switch(policy, {port.name: port.number for port in PORTS})
+    ports = []
+    for port in PORTS:
+        qos = plan_port_qos(policy, port.name, port.link_bps)
+        queues = tuple(
+            QueueReport(q.queue_id, q.class_name, q.min_bps, q.max_bps, q.priority, q.dscp)
+            for q in qos.queues
+        )
+        ports.append(PortReport(port.name, port.number, port.link_bps, qos.rate_bps, queues))
+    flows = tuple(
+        (f.table_id, f.priority, tuple((m.name, m.value, m.mask) for m in f.match), f.cookie)
+        for f in plan.flows
+    )
+    return SwitchReport(dpid, "ctl-1", 1_700_000_000.0, applied, tuple(ports), flows, "netdev")
+
+
+@pytest.fixture
+def synced_switch(switches: SwitchStore) -> Callable[[int, dict[str, Any], int], SwitchReport]:
+    def write(dpid: int, document: dict[str, Any], applied: int) -> SwitchReport:
+        switches.heartbeat("ctl-1")
+        report = synced_report(dpid, document, applied)
+        switches.report(report)
+        return report
+
+    return write

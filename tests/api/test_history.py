@@ -1,0 +1,116 @@
+"""GET /v1/policy/history and POST /v1/policy/rollback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from controller.store.policies import PolicyStore
+
+
+@pytest.fixture
+def three_versions(client: TestClient, document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Versions 1-3, each with one rule fewer, so they are told apart by their rules."""
+    bodies = []
+    for n in range(3):
+        doc = {**document, "rules": document["rules"][n:]}
+        response = client.put(
+            "/v1/policy", params={"author": f"a{n}", "comment": f"c{n}"}, json=doc
+        )
+        assert response.status_code == 200
+        bodies.append(response.json())
+    return bodies
+
+
+def test_empty_history(client: TestClient) -> None:
+    response = client.get("/v1/policy/history")
+    assert response.status_code == 200
+    assert response.json() == {"active_version": None, "versions": []}
+
+
+def test_history_is_newest_first(client: TestClient, three_versions: list[dict[str, Any]]) -> None:
+    body = client.get("/v1/policy/history").json()
+    assert body["active_version"] == 3
+    assert [
+        (v["version"], v["author"], v["comment"], v["active"], v["rollback_of"])
+        for v in body["versions"]
+    ] == [
+        (3, "a2", "c2", True, None),
+        (2, "a1", "c1", False, None),
+        (1, "a0", "c0", False, None),
+    ]
+    assert body["versions"][0]["created_at"] == three_versions[2]["created_at"]
+
+
+def test_history_limit(client: TestClient, three_versions: list[dict[str, Any]]) -> None:
+    versions = client.get("/v1/policy/history", params={"limit": 2}).json()["versions"]
+    assert [v["version"] for v in versions] == [3, 2]
+
+
+def test_rollback_stores_the_old_document_as_a_new_version(
+    client: TestClient, three_versions: list[dict[str, Any]]
+) -> None:
+    response = client.post("/v1/policy/rollback", params={"author": "ops"}, json={"version": 1})
+    assert response.status_code == 200, response.text
+    assert response.headers["etag"] == '"4"'
+    body = response.json()
+    assert (body["version"], body["rollback_of"], body["author"]) == (4, 1, "ops")
+    assert body["comment"] == "rollback to version 1"
+    assert body["policy"] == three_versions[0]["policy"]
+    assert client.get("/v1/policy").json()["policy"] == three_versions[0]["policy"]
+    history = client.get("/v1/policy/history").json()
+    assert [(v["version"], v["rollback_of"], v["active"]) for v in history["versions"]] == [
+        (4, 1, True),
+        (3, None, False),
+        (2, None, False),
+        (1, None, False),
+    ]
+
+
+def test_rollback_with_a_comment(client: TestClient, three_versions: list[dict[str, Any]]) -> None:
+    response = client.post(
+        "/v1/policy/rollback", params={"comment": "bad rule"}, json={"version": 2}
+    )
+    assert response.json()["comment"] == "bad rule"
+
+
+def test_rollback_to_an_unknown_version_is_404(
+    client: TestClient, three_versions: list[dict[str, Any]], policies: PolicyStore
+) -> None:
+    response = client.post("/v1/policy/rollback", json={"version": 9})
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no policy version 9"}
+    assert policies.active_version() == 3
+
+
+def test_rollback_honours_if_match(
+    client: TestClient, three_versions: list[dict[str, Any]], policies: PolicyStore
+) -> None:
+    stale = client.post("/v1/policy/rollback", json={"version": 1}, headers={"If-Match": '"2"'})
+    assert stale.status_code == 412
+    assert stale.json()["active_version"] == 3
+    fresh = client.post("/v1/policy/rollback", json={"version": 1}, headers={"If-Match": '"3"'})
+    assert fresh.status_code == 200
+    assert policies.active_version() == 4
+
+
+def test_rollback_to_a_document_that_no_longer_validates_is_422(
+    client: TestClient, document: dict[str, Any], policies: PolicyStore
+) -> None:
+    """A version stored by an older, laxer flowlane must not reach today's controllers."""
+    policies.put({**document, "default_class": "gone"}, author="old-flowlane")
+    client.put("/v1/policy", json=document)
+    response = client.post("/v1/policy/rollback", json={"version": 1})
+    assert response.status_code == 422
+    assert response.json() == {
+        "detail": "invalid policy: 1 error(s)",
+        "errors": [
+            {
+                "path": "default_class",
+                "message": "unknown class 'gone' (classes: inference, training, best-effort)",
+            }
+        ],
+    }
+    assert policies.active_version() == 2

@@ -1,0 +1,84 @@
+"""Redis down: 503 on every route that needs it, and the same app serves again once it is back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
+
+from controller.api.app import create_app
+from controller.api.settings import ApiSettings
+
+ROUTES: list[tuple[str, str, dict[str, Any]]] = [
+    ("GET", "/readyz", {}),
+    ("GET", "/v1/policy", {}),
+    ("PUT", "/v1/policy", {"json": "DOCUMENT"}),
+    ("PUT", "/v1/policy?wait=applied", {"json": "DOCUMENT"}),
+    ("PUT", "/v1/policy", {"json": "DOCUMENT", "headers": {"If-Match": "*"}}),
+    ("POST", "/v1/policy/plan", {"json": "DOCUMENT"}),
+    ("GET", "/v1/policy/history", {}),
+    ("POST", "/v1/policy/rollback", {"json": {"version": 1}}),
+    ("GET", "/v1/switches", {}),
+]
+
+
+@pytest.fixture
+def down_client(unused_port: int) -> Iterator[TestClient]:
+    """An app whose Redis port nobody listens on (yet)."""
+    settings = ApiSettings(
+        redis_url=f"redis://127.0.0.1:{unused_port}/0", registry=CollectorRegistry()
+    )
+    with TestClient(create_app(settings)) as client:
+        yield client
+
+
+def send(client: TestClient, method: str, path: str, options: dict[str, Any], document: Any) -> Any:
+    kwargs = {k: (document if v == "DOCUMENT" else v) for k, v in options.items()}
+    return client.request(method, path, **kwargs)
+
+
+@pytest.mark.parametrize(("method", "path", "options"), ROUTES)
+def test_every_redis_route_is_503(
+    down_client: TestClient,
+    document: dict[str, Any],
+    method: str,
+    path: str,
+    options: dict[str, Any],
+) -> None:
+    response = send(down_client, method, path, options, document)
+    assert response.status_code == 503
+    detail = response.json()["detail"]
+    assert detail.startswith("Redis unavailable: ")
+    assert "onnection refused" in detail
+
+
+def test_validation_and_liveness_do_not_need_redis(
+    down_client: TestClient, document: dict[str, Any]
+) -> None:
+    assert down_client.get("/healthz").status_code == 200
+    assert down_client.get("/openapi.json").status_code == 200
+    assert down_client.get("/metrics").status_code == 200
+    document["classes"] = {}
+    assert down_client.put("/v1/policy", json=document).status_code == 422
+
+
+def test_the_app_recovers_when_redis_comes_up(
+    down_client: TestClient, unused_port: int, start_redis: Any, document: dict[str, Any]
+) -> None:
+    assert down_client.get("/v1/policy").status_code == 503
+    server = start_redis(unused_port)
+    assert down_client.get("/v1/policy").status_code == 404
+    assert down_client.put("/v1/policy", json=document).status_code == 200
+
+    server.stop()
+    assert down_client.get("/v1/policy").status_code == 503
+    assert down_client.put("/v1/policy", json=document).status_code == 503
+
+    server.start()  # a fresh, empty Redis: no persistence in tests
+    assert down_client.get("/v1/policy").status_code == 404
+    response = down_client.put("/v1/policy", json=document)  # the write script is loaded again
+    assert response.status_code == 200
+    assert response.json()["version"] == 1
