@@ -28,6 +28,14 @@ READY_LINE = "Ready to accept connections"
 START_TIMEOUT_S = 15.0
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Starlette 1.x nudges TestClient users from httpx to its fork httpx2; flowlane depends on
+    # httpx (the CLI uses it), and the TestClient works with it.
+    config.addinivalue_line(
+        "filterwarnings", "ignore:Using `httpx` with `starlette.testclient` is deprecated"
+    )
+
+
 def free_port() -> int:
     """A TCP port nobody listens on right now (the kernel picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:

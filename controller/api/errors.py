@@ -17,9 +17,9 @@ from typing import Any
 
 import redis
 from fastapi import FastAPI, Request
-from pydantic import ValidationError
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import ValidationError
 
 from controller.policy.errors import FieldError, PolicyError, format_path
 from controller.store.errors import (

@@ -12,9 +12,8 @@ requests from.
 from __future__ import annotations
 
 import copy
-from typing import Any
-
 from collections.abc import Sequence
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi

@@ -5,7 +5,10 @@ from __future__ import annotations
 import typer
 
 from controller.cli import policy
+from controller.cli.api import api
 from controller.cli.controller import controller
+from controller.cli.remote import switches
+from controller.cli.up import up
 
 app = typer.Typer(
     help="flowlane: training and inference traffic classes on Open vSwitch.",
@@ -14,3 +17,6 @@ app = typer.Typer(
 )
 app.add_typer(policy.app, name="policy")
 app.command()(controller)
+app.command()(api)
+app.command()(switches)
+app.command()(up)

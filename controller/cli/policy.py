@@ -1,27 +1,61 @@
-"""``flowlane policy``: work with policy documents."""
+"""``flowlane policy``: validate policy files, and manage the versioned policy through the API.
+
+``validate`` works on a file alone.  ``show``, ``apply``, ``plan``, ``history``
+and ``rollback`` talk to the REST API (``flowlane api``): the API validates,
+stores and versions; the controllers apply.  A file is read and parsed as YAML
+here, then sent as JSON, so the errors about its content come from the API,
+the one judge of what is valid, with the same paths ``validate`` prints.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import yaml
 from rich.table import Table
 
+from controller.cli.remote import (
+    DEFAULT_API,
+    ApiCallError,
+    ApiClient,
+    ApiOption,
+    JsonOption,
+    WriteOptions,
+    print_json,
+    rate,
+    report_failure,
+    when,
+)
 from controller.cli.render import out, print_policy_error
 from controller.pipeline.planner import plan_switch
-from controller.policy.errors import PolicyError
+from controller.policy.errors import FieldError, PolicyError
 from controller.policy.load import load_policy_file
 from controller.policy.units import format_rate
 from controller.qos.plan import plan_port_qos
 
-app = typer.Typer(help="Validate and inspect policy documents.", no_args_is_help=True)
+app = typer.Typer(
+    help="Validate policy files; show, apply, plan and roll back the policy through the API.",
+    no_args_is_help=True,
+)
+
+FileArgument = Annotated[Path, typer.Argument(help="Policy YAML file", show_default=False)]
+AuthorOption = Annotated[
+    str | None, typer.Option(help="Who makes the change (default: $USER, else 'cli')")
+]
+CommentOption = Annotated[str, typer.Option(help="Why; shown in the history")]
+WaitOption = Annotated[
+    bool, typer.Option("--wait/--no-wait", help="Return once every live switch runs the version")
+]
+TimeoutOption = Annotated[
+    float, typer.Option(min=0.001, help="Seconds to wait for the switches (with --wait)")
+]
 
 
 @app.command()
-def validate(
-    file: Annotated[Path, typer.Argument(help="Policy YAML file", show_default=False)],
-) -> None:
+def validate(file: FileArgument) -> None:
     """Check a policy file; print every error with its field path, exit 1 if any."""
     try:
         policy = load_policy_file(file)
@@ -48,3 +82,324 @@ def validate(
         f"{len(policy.rules)} rules, default class {policy.default_class!r},"
         f" {len(plan.flows)} OpenFlow entries per switch"
     )
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a file for the API
+# --------------------------------------------------------------------------------------------
+
+
+def read_document(path: Path) -> object:
+    """The YAML document in ``path``, unvalidated; file and YAML problems as ``PolicyError``."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise PolicyError(
+            [FieldError("(file)", f"cannot read: {exc.strerror}")], str(path)
+        ) from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(
+            [FieldError("(file)", f"not UTF-8 text (byte {exc.start}): a policy is a YAML file")],
+            str(path),
+        ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise PolicyError([FieldError(where, f"invalid YAML: {problem}")], str(path)) from None
+
+
+def _document_or_exit(path: Path) -> object:
+    try:
+        return read_document(path)
+    except PolicyError as exc:
+        print_policy_error(exc)
+        raise typer.Exit(1) from None
+
+
+def _author(author: str | None) -> str:
+    return author or os.environ.get("USER") or "cli"
+
+
+# --------------------------------------------------------------------------------------------
+# Rendering
+# --------------------------------------------------------------------------------------------
+
+
+def _match_text(match: object) -> str:
+    if not isinstance(match, dict) or not match:
+        return "any"
+    parts = []
+    for name, value in match.items():
+        shown = ",".join(str(v) for v in value) if isinstance(value, list) else str(value)
+        parts.append(f"{name}={shown}")
+    return " ".join(parts)
+
+
+def _version_line(body: dict[str, Any]) -> str:
+    line = f"policy version {body['version']} by {body['author']} at {when(body['created_at'])}"
+    if body.get("rollback_of"):
+        line += f", a rollback to version {body['rollback_of']}"
+    if body.get("comment"):
+        line += f": {body['comment']}"
+    return line
+
+
+def render_policy(body: dict[str, Any]) -> None:
+    document = body.get("policy", {})
+    out.print(f"[bold]{_version_line(body)}[/]", highlight=False)
+    classes = Table(title="classes", title_justify="left")
+    for column in ("class", "queue", "priority", "dscp", "min", "max"):
+        classes.add_column(column)
+    for queue, (name, spec) in enumerate(dict(document.get("classes", {})).items()):
+        spec = spec if isinstance(spec, dict) else {}
+        classes.add_row(
+            str(name),
+            str(queue),
+            str(spec.get("priority", "-")),
+            str(spec.get("dscp", "-")),
+            str(spec.get("min_rate", "-")),
+            str(spec.get("max_rate", "port rate")),
+        )
+    out.print(classes)
+    rules = Table(title=f"rules (default class {document.get('default_class')})")
+    rules.title_justify = "left"
+    for column in ("#", "name", "match", "class", "both ways"):
+        rules.add_column(column)
+    for index, rule in enumerate(document.get("rules", [])):
+        rule = rule if isinstance(rule, dict) else {}
+        rules.add_row(
+            str(index),
+            str(rule.get("name", "")),
+            _match_text(rule.get("match")),
+            str(rule.get("class", "")),
+            "yes" if rule.get("bidirectional", True) else "no",
+        )
+    out.print(rules)
+    ports = document.get("ports", {}) if isinstance(document.get("ports"), dict) else {}
+    overrides = ports.get("overrides") or {}
+    line = f"ports: {ports.get('rate', '10Gbit')}"
+    if overrides:
+        line += "; " + ", ".join(f"{name} {value}" for name, value in overrides.items())
+    out.print(line, highlight=False)
+    _print_applied(body)
+
+
+def _print_applied(body: dict[str, Any]) -> None:
+    applied: dict[str, int] = body.get("applied", {})
+    if not applied:
+        out.print("no live switch reports an applied version")
+        return
+    table = Table(title="applied on switches", title_justify="left")
+    table.add_column("dpid")
+    table.add_column("version")
+    for dpid, version in applied.items():
+        mark = "[green]current[/]" if version >= body["version"] else "[yellow]behind[/]"
+        table.add_row(dpid, f"{version} {mark}")
+    out.print(table)
+
+
+def render_written(body: dict[str, Any], write: WriteOptions) -> None:
+    out.print(f"[green]stored[/] {_version_line(body)}", highlight=False)
+    applied = body.get("applied", {})
+    if not write.wait:
+        out.print("not waiting for the switches: `flowlane switches` shows what they run")
+    elif not applied:
+        out.print("no live switch: nothing to wait for")
+    else:
+        out.print(f"applied on {len(applied)} switch(es): {', '.join(applied)}")
+
+
+def render_history(body: dict[str, Any]) -> None:
+    versions = body.get("versions", [])
+    if not versions:
+        out.print("no policy stored yet")
+        return
+    table = Table(title="policy history (newest first)", title_justify="left")
+    for column in ("version", "created", "author", "comment", ""):
+        table.add_column(column)
+    for version in versions:
+        notes = []
+        if version.get("active"):
+            notes.append("[green]active[/]")
+        if version.get("rollback_of"):
+            notes.append(f"rollback to {version['rollback_of']}")
+        table.add_row(
+            str(version["version"]),
+            when(version["created_at"]),
+            version["author"],
+            version["comment"],
+            ", ".join(notes),
+        )
+    out.print(table)
+
+
+def _changes_cell(changes: dict[str, Any]) -> str:
+    return (
+        f"+{len(changes['added'])} ~{len(changes['changed'])} -{len(changes['removed'])}"
+        f" ={changes['unchanged']}"
+    )
+
+
+def render_plan(body: dict[str, Any]) -> None:
+    switches = body.get("switches", [])
+    if not switches:
+        out.print("valid; no live switch, so nothing would change now")
+        return
+    summary = Table(title="plan: what applying would change", title_justify="left")
+    for column in ("dpid", "runs version", "flows +add ~change -remove =same", "queues", ""):
+        summary.add_column(column)
+    for switch in switches:
+        queue_changes = sum(
+            len(p["queues"][k]) for p in switch["ports"] for k in ("added", "changed", "removed")
+        )
+        summary.add_row(
+            switch["dpid"],
+            str(switch.get("applied_version") or "-"),
+            _changes_cell(switch["flows"]),
+            str(queue_changes),
+            "[green]in sync[/]" if switch["in_sync"] else "[yellow]changes[/]",
+        )
+    out.print(summary)
+    for switch in switches:
+        if not switch["in_sync"]:
+            _print_switch_changes(switch)
+
+
+def _print_switch_changes(switch: dict[str, Any]) -> None:
+    out.print(f"\n[bold]switch {switch['dpid']}[/]", highlight=False)
+    flows = switch["flows"]
+    for marker, style, key in (("+", "green", "added"), ("~", "yellow", "changed")):
+        for line in flows[key]:
+            out.print(f"  [{style}]{marker}[/] {line}", highlight=False, soft_wrap=True)
+    for line in flows["removed"]:
+        out.print(f"  [red]-[/] {line}", highlight=False, soft_wrap=True)
+    for port in switch["ports"]:
+        queues = port["queues"]
+        rate_changes = port.get("rate_bps") != port["planned_rate_bps"]
+        if not (rate_changes or queues["added"] or queues["changed"] or queues["removed"]):
+            continue
+        out.print(
+            f"  port {port['name']} ({port['number']}): rate {rate(port.get('rate_bps'))}"
+            f" -> {rate(port['planned_rate_bps'])} ({port['note']})",
+            highlight=False,
+        )
+        for marker, style, key in (("+", "green", "added"), ("~", "yellow", "changed")):
+            for line in queues[key]:
+                out.print(f"    [{style}]{marker}[/] {line}", highlight=False)
+        for line in queues["removed"]:
+            out.print(f"    [red]-[/] {line}", highlight=False)
+    if switch["unresolved_rules"]:
+        out.print(
+            "  rules that install nothing here (in_port names a port this switch lacks): "
+            + ", ".join(switch["unresolved_rules"]),
+            highlight=False,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Commands that talk to the API
+# --------------------------------------------------------------------------------------------
+
+
+@app.command()
+def show(api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> None:
+    """Show the active policy version, its document, and the version each switch runs."""
+    try:
+        body = ApiClient(api).get_policy()
+    except ApiCallError as failure:
+        raise report_failure(failure, as_json=as_json) from None
+    if as_json:
+        print_json(body)
+    else:
+        render_policy(body)
+
+
+@app.command()
+def apply(
+    file: FileArgument,
+    api: ApiOption = DEFAULT_API,
+    wait: WaitOption = True,
+    timeout: TimeoutOption = 30.0,
+    comment: CommentOption = "",
+    author: AuthorOption = None,
+    if_match: Annotated[
+        int | None,
+        typer.Option(min=1, help="Write only if this is still the active version (else exit 1)"),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Store FILE as the next policy version; by default, wait until every switch runs it.
+
+    Exit 1 if the API refuses it (every error is listed with its path), 3 if the
+    API or Redis is unreachable, 4 if some switches did not confirm in time.
+    """
+    document = _document_or_exit(file)
+    write = WriteOptions(_author(author), comment, wait, timeout, if_match)
+    try:
+        body = ApiClient(api).put_policy(document, write)
+    except ApiCallError as failure:
+        raise report_failure(failure, as_json=as_json, source=str(file)) from None
+    if as_json:
+        print_json(body)
+    else:
+        render_written(body, write)
+
+
+@app.command()
+def plan(file: FileArgument, api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> None:
+    """Show what FILE would change on every live switch (flows, queues); apply nothing."""
+    document = _document_or_exit(file)
+    try:
+        body = ApiClient(api).plan(document)
+    except ApiCallError as failure:
+        raise report_failure(failure, as_json=as_json, source=str(file)) from None
+    if as_json:
+        print_json(body)
+    else:
+        render_plan(body)
+
+
+@app.command()
+def history(
+    api: ApiOption = DEFAULT_API,
+    limit: Annotated[int, typer.Option(min=1, max=500, help="How many versions")] = 20,
+    as_json: JsonOption = False,
+) -> None:
+    """List stored policy versions, newest first."""
+    try:
+        body = ApiClient(api).history(limit)
+    except ApiCallError as failure:
+        raise report_failure(failure, as_json=as_json) from None
+    if as_json:
+        print_json(body)
+    else:
+        render_history(body)
+
+
+@app.command()
+def rollback(
+    version: Annotated[int, typer.Argument(min=1, help="The version to restore")],
+    api: ApiOption = DEFAULT_API,
+    wait: WaitOption = True,
+    timeout: TimeoutOption = 30.0,
+    comment: CommentOption = "",
+    author: AuthorOption = None,
+    if_match: Annotated[
+        int | None,
+        typer.Option(min=1, help="Roll back only if this is still the active version"),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Store VERSION's document as the next version (history only grows); wait for switches."""
+    write = WriteOptions(_author(author), comment, wait, timeout, if_match)
+    try:
+        body = ApiClient(api).rollback(version, write)
+    except ApiCallError as failure:
+        raise report_failure(failure, as_json=as_json, source=f"version {version}") from None
+    if as_json:
+        print_json(body)
+    else:
+        render_written(body, write)

@@ -106,13 +106,16 @@ def up(
     metrics_port: Annotated[int, typer.Option(help="Controller /metrics port (0 disables)")] = 9100,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; stop them on Ctrl-C."""
-    processes: list[subprocess.Popen[bytes]] = []
-    names: list[str] = []
+    processes: dict[str, subprocess.Popen[bytes]] = {}
     stopping = False
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
+
+    def start(name: str, args: list[str], quiet: bool = False) -> subprocess.Popen[bytes]:
+        processes[name] = subprocess.Popen(args, stdout=subprocess.DEVNULL if quiet else None)
+        return processes[name]
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -127,82 +130,42 @@ def up(
                     raise StackError(
                         "redis-server not found: install it (make setup) or pass --redis-url"
                     )
-                processes.append(
-                    subprocess.Popen(
-                        [
-                            server,
-                            "--port",
-                            str(redis_port),
-                            "--bind",
-                            "127.0.0.1",
-                            "--dir",
-                            str(workdir),
-                            "--save",
-                            "",
-                            "--appendonly",
-                            "no",
-                        ],
-                        stdout=subprocess.DEVNULL,
-                    )
-                )
-                _wait("redis-server", _redis_ready(redis_url), processes[-1], 15)
+                redis_args = ["--port", str(redis_port), "--bind", "127.0.0.1"]
+                redis_args += ["--dir", str(workdir), "--save", "", "--appendonly", "no"]
+                started = start("redis-server", [server, *redis_args], quiet=True)
+                _wait("redis-server", _redis_ready(redis_url), started, 15)
             elif not _redis_ready(redis_url)():
                 raise StackError(f"Redis at {redis_url} does not answer")
-            processes.append(
-                subprocess.Popen(
-                    [
-                        *flowlane,
-                        "controller",
-                        "--policy",
-                        str(policy),
-                        "--redis-url",
-                        redis_url,
-                        "--ofp-host",
-                        ofp_host,
-                        "--ofp-port",
-                        str(ofp_port),
-                        "--metrics-port",
-                        str(metrics_port),
-                    ]
-                )
-            )
-            processes.append(
-                subprocess.Popen(
-                    [
-                        *flowlane,
-                        "api",
-                        "--host",
-                        api_host,
-                        "--port",
-                        str(api_port),
-                        "--redis-url",
-                        redis_url,
-                    ]
-                )
-            )
+            controller_args = ["--policy", str(policy), "--redis-url", redis_url]
+            controller_args += ["--ofp-host", ofp_host, "--ofp-port", str(ofp_port)]
+            controller_args += ["--metrics-port", str(metrics_port)]
+            start("controller", [*flowlane, "controller", *controller_args])
+            api_args = ["--host", api_host, "--port", str(api_port), "--redis-url", redis_url]
+            api_process = start("api", [*flowlane, "api", *api_args])
             api = f"http://{api_host}:{api_port}"
-            _wait(
-                "the API and a controller heartbeat", _http_ok(f"{api}/readyz"), processes[-1], 60
-            )
-            if processes[-2].poll() is not None:
-                raise StackError(f"controller exited with status {processes[-2].returncode}")
+            _wait("the API and a controller heartbeat", _http_ok(f"{api}/readyz"), api_process, 60)
+            if processes["controller"].poll() is not None:
+                raise StackError(
+                    f"controller exited with status {processes['controller'].returncode}"
+                )
+            metrics = f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else "off"
             out.print(
                 f"[bold green]flowlane is up[/]\n"
                 f"  REST API     {api}  (docs: {api}/docs)\n"
                 f"  OpenFlow     tcp:{ofp_host}:{ofp_port}\n"
-                f"  metrics      http://127.0.0.1:{metrics_port}/metrics\n"
+                f"  metrics      {metrics}\n"
                 f"  Redis        {redis_url}\n"
                 "Ctrl-C stops everything."
             )
             while not stopping:
-                for name, process in zip(names, processes, strict=True):
+                for name, process in processes.items():
                     if process.poll() is not None:
                         raise StackError(f"{name} exited with status {process.returncode}")
                 time.sleep(0.2)
         except StackError as exc:
             err.print(f"[bold red]flowlane up:[/] {exc}")
-            _stop(processes)
+            _stop(list(processes.values()))
             raise typer.Exit(1) from None
         finally:
-            _stop(processes)
+            _stop(list(processes.values()))
     out.print("flowlane stopped")

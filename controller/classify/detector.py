@@ -1,0 +1,462 @@
+"""The elephant detector: counting-table polls in, overrides to install and remove out.
+
+Every flow no rule claims starts in the default (latency) class.  Each poll,
+the detector compares each learned entry's byte counter with the previous
+poll and demotes a flow to the elephant class once it has sent ``bytes``, or
+kept ``rate`` for ``for`` (PIAS-style: no knowledge of flow sizes needed).
+An override is released when its flow has been idle for ``release_after``, or
+when a rate elephant stays below ``release_ratio`` of the rate that long.
+
+Hysteresis, so that a flow near a threshold does not flap between queues:
+
+- bytes only grow, so a flow crosses the byte threshold once; after a release
+  it must send the whole threshold again before it is demoted again;
+- a rate elephant is released below ``release_ratio`` of the rate, not below
+  the rate, and only after ``release_after``, and never while it also
+  qualifies by bytes (it would be demoted again at the next poll).
+
+Pure and deterministic: the caller passes the time (a monotonic clock) with
+each poll, and the same polls always give the same decisions.  Memory is
+bounded by ``max_tracked``; flows past it are counted, heaviest kept first.
+
+The per-flow loop is the controller's hot path (100 000 entries every
+interval), so it is written for CPython: one dict lookup per sample, state
+updated in place in slotted objects, integer comparisons against thresholds
+precomputed once per poll, and anything rare (a new flow, a candidate, an
+elephant, a re-learned entry) deferred to a second pass.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+
+from controller.classify.decisions import (
+    Decisions,
+    Demotion,
+    DemotionReason,
+    Release,
+    ReleaseReason,
+)
+from controller.classify.flows import CounterSample, FlowId, FlowState, FlowView
+from controller.classify.thresholds import Thresholds
+from controller.policy.detection import DetectionSpec
+
+REBIRTH_SLACK_S = 0.5
+"""An entry whose first packet is dated this much later than before was learned again.
+
+OVS learn timeouts are whole seconds, so a re-learned entry is always dated
+at least 1 s later than the one it replaces; half of that absorbs the jitter
+between the controller's clock and the switch's ``duration``.
+"""
+
+_NEVER = 1 << 62
+"""A byte count no counter reaches: turns a criterion off without a branch in the loop."""
+
+_PENDING = -1
+"""``demote_at`` of a released flow: its next growth starts a new episode."""
+
+_EPSILON = 1e-9
+"""Float slack on time comparisons, so 0.5 s polls add up to exactly 1 s."""
+
+_MIN_WINDOW_S = 1e-3
+"""Shortest window a rate is computed over; a just-learned entry has an age near 0."""
+
+_BYTES = itemgetter(1)
+
+
+class _Override:
+    """Why and since when a flow is an elephant; only elephants carry one."""
+
+    __slots__ = ("calm", "reason", "since")
+
+    def __init__(self, reason: DemotionReason, since: float) -> None:
+        self.reason = reason
+        self.since = since
+        self.calm: float | None = None
+        """Start of the run of polls below the release rate (rate elephants)."""
+
+
+class _Track:
+    """Mutable state of one tracked flow, updated in place on every poll."""
+
+    __slots__ = (
+        "above",
+        "active",
+        "base",
+        "born",
+        "bytes",
+        "delta",
+        "demote_at",
+        "override",
+        "seen",
+        "since",
+    )
+
+    def __init__(self, octets: int, born: float, active: float, demote_at: int, seen: int) -> None:
+        self.bytes = octets
+        """Counter at the last poll."""
+        self.delta = octets
+        """Growth over the last window (all of it for a new entry)."""
+        self.born = born
+        """First packet of the counting entry: ``now - age_s`` when first seen."""
+        self.since = born
+        """Start of the current episode (first packet, or growth after a release)."""
+        self.active = active
+        """Last poll at which the counter grew."""
+        self.seen = seen
+        """Number of the last poll that sampled this flow."""
+        self.base = 0
+        """Counter value when the flow was last released; bytes count from here."""
+        self.demote_at = demote_at
+        """``base + min_bytes``: the counter value that demotes (``_NEVER``, ``_PENDING``)."""
+        self.above: float | None = None
+        """Start of the run of windows at or above the rate threshold."""
+        self.override: _Override | None = None
+
+
+class Detector:
+    """Elephant detection for one switch's counting table; call ``observe`` once per poll.
+
+    ``port_rate_bps`` resolves a rate threshold given as a share (``10%``).
+    """
+
+    def __init__(self, spec: DetectionSpec, port_rate_bps: int) -> None:
+        self.thresholds = Thresholds.from_spec(spec, port_rate_bps)
+        self._tracks: dict[FlowId, _Track] = {}
+        self._overrides = 0
+        self._poll = 0
+        self._now = -math.inf
+        self._previous = -math.inf
+        self._dropped_total = 0
+
+    # ----------------------------------------------------------------------------------------
+    # One poll
+    # ----------------------------------------------------------------------------------------
+
+    def observe(self, samples: Iterable[CounterSample], now: float) -> Decisions:
+        """Take one complete read of the counting table at time ``now`` (seconds, monotonic).
+
+        A tracked flow missing from ``samples`` has left the table, so pass
+        every entry of the table, all parts of a multipart reply together.
+        """
+        if self._poll and now <= self._now:
+            raise ValueError(f"poll time must increase: got {now} after {self._now}")
+        batch = samples if isinstance(samples, Sequence) else list(samples)
+        thresholds = self.thresholds
+        poll = self._poll + 1
+        last = self._now
+        rate_delta = _NEVER
+        if thresholds.rate_bps is not None and self._poll:
+            # Growth over this window that reaches the rate threshold, as a whole byte count.
+            rate_delta = math.ceil(thresholds.rate_bps * (now - last) / 8)
+        reborn_before = now - REBIRTH_SLACK_S
+
+        fresh: list[CounterSample] = []
+        special: list[tuple[_Track, CounterSample]] = []
+        candidates: list[tuple[_Track, FlowId]] = []
+        get = self._tracks.get
+        for sample in batch:
+            flow, octets, _, age = sample
+            track = get(flow)
+            if track is None:
+                fresh.append(sample)
+                continue
+            track.seen = poll
+            delta = octets - track.bytes
+            if track.override is not None or delta < 0 or reborn_before - age > track.born:
+                special.append((track, sample))
+                continue
+            track.delta = delta
+            if delta:
+                track.bytes = octets
+                track.active = now
+                if octets >= track.demote_at or delta >= rate_delta:
+                    candidates.append((track, flow))
+                elif track.above is not None:
+                    track.above = None
+            elif track.above is not None:
+                track.above = None
+
+        demote: list[Demotion] = []
+        release: list[Release] = []
+        for track, flow in candidates:
+            demotion = self._evaluate(track, flow, last, now)
+            if demotion is not None:
+                demote.append(demotion)
+        for track, sample in special:
+            self._special(track, sample, last, now, demote, release)
+        self._sweep(poll, now, release)
+        dropped = self._admit(fresh, poll, now, demote)
+
+        self._poll = poll
+        self._previous, self._now = last, now
+        self._dropped_total += dropped
+        return Decisions(
+            demote=tuple(demote),
+            release=tuple(release),
+            samples=len(batch),
+            tracked=len(self._tracks),
+            overrides=self._overrides,
+            dropped=dropped,
+        )
+
+    def _evaluate(
+        self, track: _Track, flow: FlowId, window_start: float, now: float
+    ) -> Demotion | None:
+        """Whether a growing flow is an elephant now (it grew ``delta`` since ``window_start``)."""
+        thresholds = self.thresholds
+        if track.demote_at == _PENDING:
+            min_bytes = thresholds.min_bytes
+            track.demote_at = _NEVER if min_bytes is None else track.base + min_bytes
+            track.since = window_start
+        if track.bytes >= track.demote_at:
+            return self._demote(track, flow, DemotionReason.BYTES, window_start, now)
+        rate = thresholds.rate_bps
+        if rate is None:
+            return None
+        window = now - window_start
+        if window > 0 and track.delta * 8 >= rate * window:
+            if track.above is None:
+                track.above = window_start
+            if now - track.above >= thresholds.sustain_s - _EPSILON:
+                return self._demote(track, flow, DemotionReason.RATE, window_start, now)
+        else:
+            track.above = None
+        return None
+
+    def _demote(
+        self,
+        track: _Track,
+        flow: FlowId,
+        reason: DemotionReason,
+        window_start: float,
+        now: float,
+    ) -> Demotion:
+        track.override = _Override(reason, now)
+        track.above = None
+        self._overrides += 1
+        window = max(now - window_start, _MIN_WINDOW_S)
+        return Demotion(
+            flow=flow,
+            reason=reason,
+            bytes=track.bytes - track.base,
+            rate_bps=track.delta * 8 / window,
+            latency_s=now - track.since,
+        )
+
+    def _release(
+        self, track: _Track, flow: FlowId, reason: ReleaseReason, idle: float, now: float
+    ) -> Release:
+        override = track.override
+        assert override is not None
+        track.override = None
+        track.above = None
+        track.base = track.bytes
+        track.demote_at = _PENDING
+        self._overrides -= 1
+        return Release(flow=flow, reason=reason, idle_s=idle, held_s=now - override.since)
+
+    def _restart(self, track: _Track, octets: int, born: float, now: float) -> None:
+        """A re-learned entry is a new flow: its history starts again from its counters."""
+        min_bytes = self.thresholds.min_bytes
+        track.bytes = track.delta = octets
+        track.born = track.since = born
+        track.active = now if octets else born
+        track.base = 0
+        track.demote_at = _NEVER if min_bytes is None else min_bytes
+        track.above = None
+
+    def _special(
+        self,
+        track: _Track,
+        sample: CounterSample,
+        last: float,
+        now: float,
+        demote: list[Demotion],
+        release: list[Release],
+    ) -> None:
+        """An elephant, or an entry that was re-learned (its counter or its age went back)."""
+        thresholds = self.thresholds
+        flow, octets, _, age = sample
+        born = now - age
+        override = track.override
+        if octets < track.bytes or now - REBIRTH_SLACK_S - age > track.born:
+            if override is not None:
+                gap = born - track.active
+                if gap < thresholds.release_after_s - _EPSILON:
+                    # The same conversation, back before its override ran out: keep it.
+                    track.bytes = track.delta = octets
+                    track.born = born
+                    track.base = 0
+                    if octets:
+                        track.active = now
+                    override.calm = None
+                    return
+                release.append(self._release(track, flow, ReleaseReason.IDLE, gap, now))
+            self._restart(track, octets, born, now)
+            demotion = self._evaluate(track, flow, born, now)
+            if demotion is not None:
+                demote.append(demotion)
+            return
+        assert override is not None
+        delta = octets - track.bytes
+        track.bytes = octets
+        track.delta = delta
+        if delta:
+            track.active = now
+        idle = now - track.active
+        if idle >= thresholds.release_after_s - _EPSILON:
+            release.append(self._release(track, flow, ReleaseReason.IDLE, idle, now))
+            return
+        rate = thresholds.rate_bps
+        if override.reason is not DemotionReason.RATE or rate is None:
+            return
+        min_bytes = thresholds.min_bytes
+        if min_bytes is not None and octets - track.base >= min_bytes:
+            # It qualifies by size as well now; releasing it on rate would only flap.
+            override.reason = DemotionReason.BYTES
+        elif delta * 8 < thresholds.release_ratio * rate * (now - last):
+            if override.calm is None:
+                override.calm = last
+            if now - override.calm >= thresholds.release_after_s - _EPSILON:
+                release.append(self._release(track, flow, ReleaseReason.CALM, idle, now))
+        else:
+            override.calm = None
+
+    def _sweep(self, poll: int, now: float, release: list[Release]) -> None:
+        """Forget flows that left the table; an override outlives its entry by ``release_after``."""
+        tracks = self._tracks
+        gone = [(flow, track) for flow, track in tracks.items() if track.seen != poll]
+        release_after = self.thresholds.release_after_s - _EPSILON
+        for flow, track in gone:
+            if track.override is None:
+                del tracks[flow]
+                continue
+            track.delta = 0
+            idle = now - track.active
+            if idle >= release_after:
+                release.append(self._release(track, flow, ReleaseReason.VANISHED, idle, now))
+                del tracks[flow]
+
+    # ----------------------------------------------------------------------------------------
+    # New flows and the max_tracked limit
+    # ----------------------------------------------------------------------------------------
+
+    def _admit(
+        self, fresh: list[CounterSample], poll: int, now: float, demote: list[Demotion]
+    ) -> int:
+        """Start tracking new flows, within ``max_tracked``; return how many were left out."""
+        thresholds = self.thresholds
+        tracks = self._tracks
+        dropped = 0
+        room = thresholds.max_tracked - len(tracks)
+        if len(fresh) > room:
+            fresh, dropped = self._choose(fresh, room, now)
+        min_bytes = thresholds.min_bytes
+        demote_at = _NEVER if min_bytes is None else min_bytes
+        rate = thresholds.rate_bps or 0
+        for sample in fresh:
+            flow, octets, _, age = sample
+            born = now - age
+            track = _Track(octets, born, now if octets else born, demote_at, poll)
+            if tracks.setdefault(flow, track) is not track:
+                continue  # the same flow twice in one poll
+            if octets >= demote_at or (rate and octets * 8 >= rate * age):
+                demotion = self._evaluate(track, flow, born, now)
+                if demotion is not None:
+                    demote.append(demotion)
+        return dropped
+
+    def _qualifies(self, sample: CounterSample) -> bool:
+        """Whether an untracked flow is an elephant already, judged on its whole life."""
+        thresholds = self.thresholds
+        _, octets, _, age = sample
+        if thresholds.min_bytes is not None and octets >= thresholds.min_bytes:
+            return True
+        rate = thresholds.rate_bps
+        return (
+            rate is not None and age >= thresholds.sustain_s - _EPSILON and octets * 8 >= rate * age
+        )
+
+    def _choose(
+        self, fresh: list[CounterSample], room: int, now: float
+    ) -> tuple[list[CounterSample], int]:
+        """Over the limit: keep overrides, then elephants-to-be, then the heaviest flows.
+
+        Flows that qualify as elephants right now may push out the lightest
+        tracked flows; the others only fill free room, heaviest first.
+        Returns the flows to admit and how many of this poll's flows end up
+        untracked (left out or pushed out).
+        """
+        urgent: list[CounterSample] = []
+        others: list[CounterSample] = []
+        for sample in fresh:
+            (urgent if self._qualifies(sample) else others).append(sample)
+        evicted = 0
+        if len(urgent) > room:
+            evicted = self._evict(len(urgent) - room)
+            room += evicted
+        urgent.sort(key=_BYTES, reverse=True)
+        chosen = urgent[:room]
+        if room > len(chosen):
+            chosen.extend(heapq.nlargest(room - len(chosen), others, key=_BYTES))
+        return chosen, len(fresh) - len(chosen) + evicted
+
+    def _evict(self, count: int) -> int:
+        """Drop up to ``count`` of the lightest tracked flows that have no override."""
+        tracks = self._tracks
+        victims = heapq.nsmallest(
+            count,
+            ((flow, track) for flow, track in tracks.items() if track.override is None),
+            key=lambda item: item[1].bytes,
+        )
+        for flow, _ in victims:
+            del tracks[flow]
+        return len(victims)
+
+    # ----------------------------------------------------------------------------------------
+    # What the controller publishes
+    # ----------------------------------------------------------------------------------------
+
+    @property
+    def tracked(self) -> int:
+        return len(self._tracks)
+
+    @property
+    def dropped_total(self) -> int:
+        """Flow-polls left untracked because of ``max_tracked``, since the detector started."""
+        return self._dropped_total
+
+    def overrides(self) -> list[FlowId]:
+        """Every flow that should hold an override now, to reconcile against a switch."""
+        return [flow for flow, track in self._tracks.items() if track.override is not None]
+
+    def view(self, flow: FlowId) -> FlowView | None:
+        track = self._tracks.get(flow)
+        return None if track is None else self._view(flow, track)
+
+    def flows(self, limit: int | None = None) -> list[FlowView]:
+        """Tracked flows, fastest first (then largest); ``limit`` keeps the top ones."""
+        views = (self._view(flow, track) for flow, track in self._tracks.items())
+        key = _view_order
+        if limit is None:
+            return sorted(views, key=key, reverse=True)
+        return heapq.nlargest(limit, views, key=key)
+
+    def _view(self, flow: FlowId, track: _Track) -> FlowView:
+        window = self._now - max(self._previous, track.born)
+        return FlowView(
+            flow=flow,
+            bytes=track.bytes,
+            rate_bps=track.delta * 8 / max(window, _MIN_WINDOW_S),
+            first_seen=track.born,
+            last_seen=track.active,
+            state=FlowState.TRACKED if track.override is None else FlowState.ELEPHANT,
+        )
+
+
+def _view_order(view: FlowView) -> tuple[float, int]:
+    return (view.rate_bps, view.bytes)

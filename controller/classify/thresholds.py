@@ -1,0 +1,43 @@
+"""The ``detection`` policy section resolved against one switch's port rate.
+
+A rate threshold may be a share of the port rate (``10%``); a detector needs
+the number, and so needs to know the port it is judging against.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from controller.policy.detection import DetectionSpec
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Plain numbers the detector compares against; ``None`` turns a criterion off."""
+
+    interval_s: float
+    min_bytes: int | None
+    rate_bps: int | None
+    sustain_s: float
+    release_after_s: float
+    release_ratio: float
+    max_tracked: int
+
+    @classmethod
+    def from_spec(cls, spec: DetectionSpec, port_rate_bps: int) -> Thresholds:
+        if port_rate_bps <= 0:
+            raise ValueError(f"port rate must be positive, got {port_rate_bps}")
+        elephant = spec.elephant
+        rate = None
+        if elephant.rate is not None:
+            # A tiny share of a tiny port can round to 0 bit/s, which every flow would exceed.
+            rate = max(1, elephant.rate.resolve(port_rate_bps))
+        return cls(
+            interval_s=spec.interval,
+            min_bytes=elephant.min_bytes,
+            rate_bps=rate,
+            sustain_s=spec.sustain_s,
+            release_after_s=spec.release_after,
+            release_ratio=elephant.release_ratio,
+            max_tracked=spec.max_tracked,
+        )

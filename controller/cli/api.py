@@ -1,0 +1,49 @@
+"""``flowlane api``: serve the REST API over the Redis policy store."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from controller.api.settings import ApiSettings
+
+
+def api(
+    host: Annotated[str, typer.Option(help="Listen address")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=1, max=65535, help="Listen port")] = 8080,
+    redis_url: Annotated[
+        str, typer.Option(envvar="FLOWLANE_REDIS_URL", help="Redis holding policies and switches")
+    ] = "redis://127.0.0.1:6379/0",
+    prefix: Annotated[str, typer.Option(help="Prefix of the Redis keys")] = "flowlane",
+    controller_max_age: Annotated[
+        float, typer.Option(min=0.1, help="Seconds after which a silent controller is gone")
+    ] = 10.0,
+    wait_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Default seconds of ?wait=applied")
+    ] = 10.0,
+    max_wait_timeout: Annotated[
+        float, typer.Option(min=0.001, help="Longest ?wait=applied a request may ask for")
+    ] = 120.0,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+) -> None:
+    """Serve the REST API: OpenAPI at /docs, metrics at /metrics.
+
+    It starts while Redis is down (routes answer 503 until it is back).
+    """
+    try:
+        settings = ApiSettings(
+            redis_url=redis_url,
+            prefix=prefix,
+            controller_max_age_s=controller_max_age,
+            default_wait_timeout_s=wait_timeout,
+            max_wait_timeout_s=max_wait_timeout,
+        )
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
+    # Imported late: the policy and switch commands need neither uvicorn nor FastAPI.
+    import uvicorn
+
+    from controller.api.app import create_app
+
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower())
