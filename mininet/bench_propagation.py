@@ -65,7 +65,7 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
     harness.check_prerequisites()
     ofp_port = harness.free_port()
     initial = workdir / "initial.yaml"
-    initial.write_text(yaml.safe_dump(policy_document(rules)))
+    initial.write_text(yaml.safe_dump(policy_document(rules), sort_keys=False))
     latencies: list[float] = []
     with (
         harness.stack(initial, workdir / "stack.log", ofp_port) as stack,
@@ -73,7 +73,9 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
     ):
         harness.wait_for(
             f"{switches} switches to report",
-            lambda: len(httpx.get(f"{stack.api}/v1/switches", timeout=5).json()) == switches,
+            lambda: (
+                len(httpx.get(f"{stack.api}/v1/switches", timeout=5).json()["switches"]) == switches
+            ),
             60,
         )
         for change in range(changes):

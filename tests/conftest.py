@@ -14,6 +14,7 @@ import shutil
 import socket
 import subprocess
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,12 +29,10 @@ READY_LINE = "Ready to accept connections"
 START_TIMEOUT_S = 15.0
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Starlette 1.x nudges TestClient users from httpx to its fork httpx2; flowlane depends on
-    # httpx (the CLI uses it), and the TestClient works with it.
-    config.addinivalue_line(
-        "filterwarnings", "ignore:Using `httpx` with `starlette.testclient` is deprecated"
-    )
+# Starlette 1.x nudges TestClient users from httpx to its fork httpx2; flowlane depends on httpx
+# (the CLI uses it) and the TestClient works with it. The warning fires once, when the first
+# test conftest imports the TestClient, before any pytest hook could add an ini filter.
+warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
 
 
 def free_port() -> int:

@@ -279,28 +279,59 @@ class Detector:
         release: list[Release],
     ) -> None:
         """An elephant, or an entry that was re-learned (its counter or its age went back)."""
-        thresholds = self.thresholds
         flow, octets, _, age = sample
-        born = now - age
-        override = track.override
         if octets < track.bytes or now - REBIRTH_SLACK_S - age > track.born:
-            if override is not None:
-                gap = born - track.active
-                if gap < thresholds.release_after_s - _EPSILON:
-                    # The same conversation, back before its override ran out: keep it.
-                    track.bytes = track.delta = octets
-                    track.born = born
-                    track.base = 0
-                    if octets:
-                        track.active = now
-                    override.calm = None
-                    return
-                release.append(self._release(track, flow, ReleaseReason.IDLE, gap, now))
+            self._relearned(track, flow, octets, now - age, now, demote, release)
+        else:
+            self._elephant(track, flow, octets, last, now, release)
+
+    def _relearned(
+        self,
+        track: _Track,
+        flow: FlowId,
+        octets: int,
+        born: float,
+        now: float,
+        demote: list[Demotion],
+        release: list[Release],
+    ) -> None:
+        """OVS expired the entry and learned it again: the counters start over."""
+        override = track.override
+        if override is None:
             self._restart(track, octets, born, now)
             demotion = self._evaluate(track, flow, born, now)
             if demotion is not None:
                 demote.append(demotion)
             return
+        gap = born - track.active
+        if gap < self.thresholds.release_after_s - _EPSILON:
+            # The same conversation, back before its override ran out: keep it.
+            track.bytes = track.delta = octets
+            track.born = born
+            track.base = 0
+            if octets:
+                track.active = now
+            override.calm = None
+            return
+        released = self._release(track, flow, ReleaseReason.IDLE, gap, now)
+        self._restart(track, octets, born, now)
+        if self._evaluate(track, flow, born, now) is None:
+            release.append(released)
+        # Otherwise it is an elephant again on its new counters: the override just stays,
+        # and the controller never sees one flow both released and demoted in a poll.
+
+    def _elephant(
+        self,
+        track: _Track,
+        flow: FlowId,
+        octets: int,
+        last: float,
+        now: float,
+        release: list[Release],
+    ) -> None:
+        """An override stays until its flow idles, or (rate elephants) calms down."""
+        thresholds = self.thresholds
+        override = track.override
         assert override is not None
         delta = octets - track.bytes
         track.bytes = octets

@@ -32,6 +32,7 @@ from controller.openflow.replies import ReplyWaiter, RequestFailedError
 from controller.openflow.settings import ActivePolicy, ControllerSettings
 from controller.openflow.stats import FlowCounters, class_counters
 from controller.pipeline.diff import FlowDiff, diff_flows
+from controller.pipeline.flows import InstalledFlow
 from controller.pipeline.planner import plan_switch
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.model import Policy
@@ -60,6 +61,12 @@ class SwitchSession:
     qos_lock: threading.Lock = field(default_factory=threading.Lock)
     """Queues are slow (OVSDB, tc); their own lock keeps them off the flow path."""
     qos_plans: dict[str, PortQos] = field(default_factory=dict)
+    qos_applied: dict[str, PortQos] | None = None
+    """The plans last provisioned without error: a policy change that keeps them skips OVSDB."""
+    ports: list[PortState] | None = None
+    installed: list[InstalledFlow] | None = None
+    """The switch's flows as of our last confirmed sync; policy changes diff against this
+    instead of reading the table back, and the audit re-reads it to catch drift."""
     bridge: Bridge | None = None
     synced_once: bool = False
     connected_at: float = field(default_factory=time.time)
@@ -107,7 +114,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         while True:
             hub.sleep(self.settings.audit_interval_s)
             for dpid in self._dpids():
-                self._sync(dpid, "audit")
+                self._sync(dpid, "audit", True)
 
     # ---- events -------------------------------------------------------------
 
@@ -121,7 +128,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 self._sessions[datapath.id] = SwitchSession(datapath)
                 self.settings.metrics.switches.set(len(self._sessions))
             LOG.info("switch %016x connected from %s", datapath.id, datapath.address)
-            hub.spawn(self._sync, datapath.id, "connect")
+            hub.spawn(self._sync, datapath.id, "connect", True)
         elif ev.state == DEAD_DISPATCHER:
             with self._sessions_lock:
                 session = self._sessions.get(datapath.id)
@@ -141,7 +148,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         reason = {0: "added", 1: "deleted", 2: "modified"}.get(msg.reason, str(msg.reason))
         name = msg.desc.name.decode(errors="replace")
         LOG.info("switch %016x port %s (%d) %s", msg.datapath.id, name, msg.desc.port_no, reason)
-        hub.spawn(self._sync, msg.datapath.id, f"port {name} {reason}")
+        hub.spawn(self._sync, msg.datapath.id, f"port {name} {reason}", True)
         if msg.reason == msg.datapath.ofproto.OFPPR_DELETE:
             hub.spawn(self._collect_qos_garbage)
 
@@ -195,7 +202,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         with self._sessions_lock:
             return self._sessions.get(session.dpid) is session
 
-    def _sync(self, dpid: int, reason: str) -> None:
+    def _sync(self, dpid: int, reason: str, fresh: bool = False) -> None:
+        """``fresh`` re-reads ports and flows from the switch; otherwise the last confirmed
+        state is trusted, which keeps a policy change to one round trip (the barrier)."""
         with self._sessions_lock:
             session = self._sessions.get(dpid)
         if session is None:
@@ -203,8 +212,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         started = time.monotonic()
         try:
             with session.lock:
-                summary = self._sync_flows(session, reason)
-            if self.settings.manage_qos:
+                summary = self._sync_flows(session, reason, fresh)
+            if self.settings.manage_qos and (fresh or session.qos_applied != session.qos_plans):
                 with session.qos_lock:
                     summary += "; " + self._sync_qos(session)
         except RequestFailedError as exc:
@@ -224,22 +233,26 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         LOG.info("switch %016x in sync (%s): %s", dpid, reason, summary)
         session.synced_once = True
 
-    def _sync_flows(self, session: SwitchSession, reason: str) -> str:
+    def _sync_flows(self, session: SwitchSession, reason: str, fresh: bool) -> str:
         """Bring the flow table to the active policy; returns a one-line summary."""
         datapath = session.datapath
         active = self.settings.active
         tag = f"{session.dpid:016x}"
-        ports = self._ports(datapath)
+        if fresh or session.ports is None or session.installed is None:
+            session.ports = self._ports(datapath)
+            polled = time.monotonic()
+            stats = self._request(datapath, messages.flow_stats_request(datapath))
+            session.installed = [messages.installed_flow(s) for s in stats]
+            if reason == "audit":
+                self._record_stats(session, active.policy, stats, session.installed, session.ports)
+                self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
+        ports, installed = session.ports, session.installed
         plan = plan_switch(active.policy, {port.name: port.number for port in ports})
-        polled = time.monotonic()
-        stats = self._request(datapath, messages.flow_stats_request(datapath))
-        installed = [messages.installed_flow(s) for s in stats]
-        if reason == "audit":
-            self._record_stats(session, active.policy, stats, installed, ports)
-            self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
         diff = diff_flows(installed, plan.flows)
         if not diff.empty:
+            session.installed = None  # unknown until the barrier confirms
             self._send_diff(datapath, diff)
+        session.installed = [InstalledFlow(flow.key, flow.cookie) for flow in plan.flows]
         self._confirmed(session, active)
         qos_plans = plan_ports(active.policy, {port.name: port.link_bps for port in ports})
         session.qos_plans = qos_plans
@@ -370,6 +383,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         if bridge is None:
             return "QoS skipped (bridge not in the local OVSDB, or OVSDB unreachable)"
         outcome = reconcile_bridge(self.settings.ovsdb, bridge, plans)
+        session.qos_applied = plans if outcome.ok and not outcome.vanished else None
         if outcome.vanished:
             LOG.info(
                 "switch %s: ports gone before their queues were set: %s",

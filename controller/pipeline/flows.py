@@ -8,7 +8,7 @@ packets through a simulated table without a switch.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum
 
 OFPP_NORMAL = 0xFFFFFFFA
@@ -65,17 +65,17 @@ def make_match(*fields: MatchField) -> Match:
     against a switch's flow table relies on.
     """
     canonical: dict[str, MatchField] = {}
-    for field in fields:
-        full = (1 << FIELD_BITS[field.name]) - 1
-        if field.mask is None or field.mask & full == full:
-            normal = MatchField(field.name, field.value & full)
-        elif field.mask & full == 0:
+    for item in fields:
+        full = (1 << FIELD_BITS[item.name]) - 1
+        if item.mask is None or item.mask & full == full:
+            normal = MatchField(item.name, item.value & full)
+        elif item.mask & full == 0:
             continue
         else:
-            normal = MatchField(field.name, field.value & field.mask, field.mask & full)
-        if field.name in canonical and canonical[field.name] != normal:
-            raise ValueError(f"conflicting values for match field {field.name}")
-        canonical[field.name] = normal
+            normal = MatchField(item.name, item.value & item.mask, item.mask & full)
+        if item.name in canonical and canonical[item.name] != normal:
+            raise ValueError(f"conflicting values for match field {item.name}")
+        canonical[item.name] = normal
     return tuple(sorted(canonical.values()))
 
 
@@ -142,18 +142,20 @@ class FlowEntry:
     match: Match
     instructions: tuple[Instruction, ...]
     owner: Owner
+    cookie: int = field(init=False, repr=False, compare=False)
+    """Computed once: the diff and the reports read it for every entry of every plan."""
 
-    @property
-    def key(self) -> FlowKey:
-        return FlowKey(self.table_id, self.priority, self.match)
-
-    @property
-    def cookie(self) -> int:
+    def __post_init__(self) -> None:
         digest = hashlib.blake2b(
             repr((self.table_id, self.priority, self.match, self.instructions)).encode(),
             digest_size=6,
         ).digest()
-        return (COOKIE_TAG << 56) | (int(self.owner) << 48) | int.from_bytes(digest, "big")
+        cookie = (COOKIE_TAG << 56) | (int(self.owner) << 48) | int.from_bytes(digest, "big")
+        object.__setattr__(self, "cookie", cookie)
+
+    @property
+    def key(self) -> FlowKey:
+        return FlowKey(self.table_id, self.priority, self.match)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -136,7 +136,27 @@ def forwarding_flows() -> list[FlowEntry]:
 
 
 def plan_switch(policy: Policy, port_numbers: Mapping[str, int]) -> SwitchPlan:
-    """The whole pipeline for one switch, given its ports (name → OpenFlow number)."""
+    """The whole pipeline for one switch, given its ports (name → OpenFlow number).
+
+    A policy change re-plans every switch at once; most policies name no
+    port, so switches share one plan, cached by the policy object and the
+    ports its rules name.
+    """
+    named = {r.match.in_port for r in policy.rules if isinstance(r.match.in_port, str)}
+    relevant = tuple(sorted((n, port_numbers[n]) for n in named if n in port_numbers))
+    key = (id(policy), relevant)
+    cached = _PLANS.get(key)
+    if cached is not None and cached[0] is policy:
+        return cached[1]
     classification, unresolved = classification_flows(policy, port_numbers)
     flows = [*classification, *marking_flows(policy), *forwarding_flows()]
-    return SwitchPlan(tuple(flows), tuple(unresolved))
+    plan = SwitchPlan(tuple(flows), tuple(unresolved))
+    if len(_PLANS) >= _PLAN_CACHE_SIZE:
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[key] = (policy, plan)
+    return plan
+
+
+_PLAN_CACHE_SIZE = 64
+_PLANS: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Policy, SwitchPlan]] = {}
+"""Keeps the policy object alive next to its plan, so its id cannot be reused meanwhile."""

@@ -5,6 +5,7 @@ Keys (``<prefix>`` defaults to ``flowlane``):
 - ``<prefix>:switches``     hash: dpid (16 hex digits) → JSON snapshot (ports, queues, flows)
 - ``<prefix>:applied``      hash: dpid → policy version confirmed by a barrier
 - ``<prefix>:controllers``  sorted set: controller id scored by its last heartbeat (unix time)
+- ``<prefix>:switch-owners`` hash: dpid → the controller that reports it
 
 The applied versions sit apart from the snapshots so that a client waiting
 for a version can poll a few bytes instead of every flow table.
@@ -98,11 +99,13 @@ class SwitchStore:
         self._switches = f"{prefix}:switches"
         self._applied = f"{prefix}:applied"
         self._controllers = f"{prefix}:controllers"
+        self._owners = f"{prefix}:switch-owners"
 
     @translate_errors
     def report(self, report: SwitchReport) -> None:
         pipe = self._redis.pipeline(transaction=True)
         pipe.hset(self._switches, report.dpid_hex, report.to_json())
+        pipe.hset(self._owners, report.dpid_hex, report.controller)
         if report.applied_version is not None:
             pipe.hset(self._applied, report.dpid_hex, report.applied_version)
         else:
@@ -114,6 +117,7 @@ class SwitchStore:
         pipe = self._redis.pipeline(transaction=True)
         pipe.hdel(self._switches, f"{dpid:016x}")
         pipe.hdel(self._applied, f"{dpid:016x}")
+        pipe.hdel(self._owners, f"{dpid:016x}")
         pipe.execute()
 
     @translate_errors
@@ -144,6 +148,14 @@ class SwitchStore:
         cutoff = (now if now is not None else time.time()) - max_age_s
         members = self._redis.zrangebyscore(self._controllers, cutoff, "+inf")
         return [text(member) for member in members if isinstance(member, bytes | str)]
+
+    @translate_errors
+    def live_switches(self, max_age_s: float) -> list[str]:
+        """dpids (hex) of switches whose controller still beats, without reading any report:
+        what a client waiting for a version polls."""
+        alive = set(self.live_controllers(max_age_s))
+        owners = self._redis.hgetall(self._owners)
+        return sorted(text(dpid) for dpid, owner in owners.items() if text(owner) in alive)
 
     def live_reports(self, max_age_s: float) -> list[SwitchReport]:
         """Switches whose controller still beats; a crashed controller's switches drop out."""

@@ -11,6 +11,8 @@ from prometheus_client import CollectorRegistry
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
+from controller.store.errors import StoreUnavailableError
+from controller.store.policies import PolicyStore
 
 ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/readyz", {}),
@@ -82,3 +84,27 @@ def test_the_app_recovers_when_redis_comes_up(
     response = down_client.put("/v1/policy", json=document)  # the write script is loaded again
     assert response.status_code == 200
     assert response.json()["version"] == 1
+
+
+def test_redis_failing_after_the_write_still_names_the_stored_version(
+    client: TestClient,
+    document: dict[str, Any],
+    policies: PolicyStore,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The client must learn that version 1 exists, or it would write it again."""
+
+    def gone() -> dict[str, int]:
+        raise StoreUnavailableError("Redis unavailable: connection reset")
+
+    services = client.app.state.services  # type: ignore[attr-defined]
+    monkeypatch.setattr(services.switches, "applied", gone)
+    response = client.put("/v1/policy", params={"wait": "applied"}, json=document)
+    assert response.status_code == 503
+    assert response.headers["etag"] == '"1"'
+    assert response.json() == {
+        "detail": "version 1 is stored and active, but Redis failed afterwards:"
+        " Redis unavailable: connection reset",
+        "version": 1,
+    }
+    assert policies.active_version() == 1

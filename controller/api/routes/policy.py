@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
 
+import redis
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -39,7 +40,7 @@ from controller.api.waiting import wait_applied
 from controller.policy.errors import FieldError
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
-from controller.store.errors import UnknownVersionError
+from controller.store.errors import StoreUnavailableError, UnknownVersionError
 from controller.store.policies import ANY_VERSION, PolicyVersion
 
 HISTORY_DEFAULT = 50
@@ -156,10 +157,25 @@ def _rollback(services: Services, version: int, options: WriteOptions) -> Policy
 async def _written(
     services: Services, stored: PolicyVersion, options: WriteOptions, response: Response
 ) -> PolicyOut:
-    if options.wait:
-        await wait_applied(services, stored.version, options.timeout_s)
-    response.headers["ETag"] = f'"{stored.version}"'
-    return PolicyOut.of(stored, await run_in_threadpool(services.live_applied))
+    """The answer to a write that is stored: after the wait, if asked, with the applied map.
+
+    Redis failing from here on must not hide that the version exists: the 503
+    then names it (and carries its ETag), so a client does not write it twice.
+    """
+    etag = f'"{stored.version}"'
+    try:
+        if options.wait:
+            await wait_applied(services, stored.version, options.timeout_s)
+        applied = await run_in_threadpool(services.live_applied)
+    except (StoreUnavailableError, redis.RedisError) as exc:
+        raise ApiError(
+            503,
+            f"version {stored.version} is stored and active, but Redis failed afterwards: {exc}",
+            headers={"ETag": etag},
+            version=stored.version,
+        ) from None
+    response.headers["ETag"] = etag
+    return PolicyOut.of(stored, applied)
 
 
 def build_router(settings: ApiSettings) -> APIRouter:
