@@ -36,13 +36,17 @@ class Services:
     def live_reports(self) -> list[SwitchReport]:
         return self.switches.live_reports(self.settings.controller_max_age_s)
 
+    def live_switches(self) -> list[str]:
+        """dpids of live controllers' switches, without parsing their (large) reports."""
+        return self.switches.live_switches(self.settings.controller_max_age_s)
+
     def live_applied(self) -> dict[str, int]:
         """dpid → applied version, for the switches of live controllers only.
 
         The applied hash outlives a crashed controller; its switches are not
         connected to anything, so they do not count.
         """
-        live = {report.dpid_hex for report in self.live_reports()}
+        live = set(self.live_switches())
         return {dpid: v for dpid, v in sorted(self.switches.applied().items()) if dpid in live}
 
 

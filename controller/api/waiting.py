@@ -32,7 +32,7 @@ async def wait_applied(services: Services, version: int, timeout_s: float) -> No
     """
     settings = services.settings
     deadline = time.monotonic() + timeout_s
-    watched = {report.dpid_hex for report in await run_in_threadpool(services.live_reports)}
+    watched = set(await run_in_threadpool(services.live_switches))
     next_refresh = time.monotonic() + REFRESH_LIVE_S
     while True:
         applied = await run_in_threadpool(services.switches.applied)
@@ -50,8 +50,7 @@ async def wait_applied(services: Services, version: int, timeout_s: float) -> No
                 pending=pending,
             )
         if now >= next_refresh:
-            live = await run_in_threadpool(services.live_reports)
-            watched &= {report.dpid_hex for report in live}
+            watched &= set(await run_in_threadpool(services.live_switches))
             next_refresh = now + REFRESH_LIVE_S
             continue
         await asyncio.sleep(min(settings.poll_interval_s, deadline - now))

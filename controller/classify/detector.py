@@ -80,14 +80,16 @@ class _Override:
 
 
 class _Track:
-    """Mutable state of one tracked flow, updated in place on every poll."""
+    """Mutable state of one tracked flow, updated in place; an idle flow costs one store a poll."""
 
     __slots__ = (
         "above",
+        "above_at",
         "active",
         "base",
         "born",
         "bytes",
+        "cutoff",
         "delta",
         "demote_at",
         "override",
@@ -99,13 +101,15 @@ class _Track:
         self.bytes = octets
         """Counter at the last poll."""
         self.delta = octets
-        """Growth over the last window (all of it for a new entry)."""
+        """Growth in the last window in which it grew (all of it for a new entry)."""
+        self.active = active
+        """Last poll at which the counter grew (``born`` if it never did)."""
         self.born = born
         """First packet of the counting entry: ``now - age_s`` when first seen."""
+        self.cutoff = born
+        """``born``, or -inf for an elephant: one comparison sends both out of the fast path."""
         self.since = born
         """Start of the current episode (first packet, or growth after a release)."""
-        self.active = active
-        """Last poll at which the counter grew."""
         self.seen = seen
         """Number of the last poll that sampled this flow."""
         self.base = 0
@@ -113,7 +117,9 @@ class _Track:
         self.demote_at = demote_at
         """``base + min_bytes``: the counter value that demotes (``_NEVER``, ``_PENDING``)."""
         self.above: float | None = None
-        """Start of the run of windows at or above the rate threshold."""
+        """Start of the run of windows at or above the rate threshold..."""
+        self.above_at = -math.inf
+        """...which is still running only if the last of them ended at the previous poll."""
         self.override: _Override | None = None
 
 
@@ -165,20 +171,18 @@ class Detector:
                 fresh.append(sample)
                 continue
             track.seen = poll
-            delta = octets - track.bytes
-            if track.override is not None or delta < 0 or reborn_before - age > track.born:
+            if reborn_before - age > track.cutoff:  # re-learned, or an elephant
                 special.append((track, sample))
-                continue
-            track.delta = delta
-            if delta:
+            elif octets != track.bytes:
+                delta = octets - track.bytes
+                if delta < 0:
+                    special.append((track, sample))
+                    continue
                 track.bytes = octets
+                track.delta = delta
                 track.active = now
                 if octets >= track.demote_at or delta >= rate_delta:
                     candidates.append((track, flow))
-                elif track.above is not None:
-                    track.above = None
-            elif track.above is not None:
-                track.above = None
 
         demote: list[Demotion] = []
         release: list[Release] = []
@@ -219,8 +223,9 @@ class Detector:
             return None
         window = now - window_start
         if window > 0 and track.delta * 8 >= rate * window:
-            if track.above is None:
-                track.above = window_start
+            if track.above is None or track.above_at != window_start:
+                track.above = window_start  # a new run: the last one did not reach this window
+            track.above_at = now
             if now - track.above >= thresholds.sustain_s - _EPSILON:
                 return self._demote(track, flow, DemotionReason.RATE, window_start, now)
         else:
@@ -236,6 +241,7 @@ class Detector:
         now: float,
     ) -> Demotion:
         track.override = _Override(reason, now)
+        track.cutoff = -math.inf
         track.above = None
         self._overrides += 1
         window = max(now - window_start, _MIN_WINDOW_S)
@@ -253,6 +259,7 @@ class Detector:
         override = track.override
         assert override is not None
         track.override = None
+        track.cutoff = track.born
         track.above = None
         track.base = track.bytes
         track.demote_at = _PENDING
@@ -263,7 +270,7 @@ class Detector:
         """A re-learned entry is a new flow: its history starts again from its counters."""
         min_bytes = self.thresholds.min_bytes
         track.bytes = track.delta = octets
-        track.born = track.since = born
+        track.born = track.cutoff = track.since = born
         track.active = now if octets else born
         track.base = 0
         track.demote_at = _NEVER if min_bytes is None else min_bytes
@@ -366,7 +373,6 @@ class Detector:
             if track.override is None:
                 del tracks[flow]
                 continue
-            track.delta = 0
             idle = now - track.active
             if idle >= release_after:
                 release.append(self._release(track, flow, ReleaseReason.VANISHED, idle, now))
@@ -478,11 +484,14 @@ class Detector:
         return heapq.nlargest(limit, views, key=key)
 
     def _view(self, flow: FlowId, track: _Track) -> FlowView:
-        window = self._now - max(self._previous, track.born)
+        rate = 0.0
+        if track.active == self._now and track.seen == self._poll:  # it grew at the last poll
+            window = self._now - max(self._previous, track.born)
+            rate = track.delta * 8 / max(window, _MIN_WINDOW_S)
         return FlowView(
             flow=flow,
             bytes=track.bytes,
-            rate_bps=track.delta * 8 / max(window, _MIN_WINDOW_S),
+            rate_bps=rate,
             first_seen=track.born,
             last_seen=track.active,
             state=FlowState.TRACKED if track.override is None else FlowState.ELEPHANT,

@@ -65,6 +65,10 @@ class SwitchSession:
     """The plans last provisioned without error: a policy change that keeps them skips OVSDB."""
     ports: list[PortState] | None = None
     installed: list[InstalledFlow] | None = None
+    generation: int = 0
+    """Bumped whenever flow mods go out, so a read taken outside the lock can tell it is stale."""
+    reported: tuple[int | None, int, int] | None = None
+    """(version, plan id, ports id) of the last report, so an unchanged switch is not re-sent."""
     """The switch's flows as of our last confirmed sync; policy changes diff against this
     instead of reading the table back, and the audit re-reads it to catch drift."""
     bridge: Bridge | None = None
@@ -211,8 +215,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         started = time.monotonic()
         try:
+            snapshot = self._read_switch(session, reason) if fresh else None
             with session.lock:
-                summary = self._sync_flows(session, reason, fresh)
+                summary = self._sync_flows(session, reason, snapshot)
             if self.settings.manage_qos and (fresh or session.qos_applied != session.qos_plans):
                 with session.qos_lock:
                     summary += "; " + self._sync_qos(session)
@@ -233,31 +238,58 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         LOG.info("switch %016x in sync (%s): %s", dpid, reason, summary)
         session.synced_once = True
 
-    def _sync_flows(self, session: SwitchSession, reason: str, fresh: bool) -> str:
+    def _read_switch(
+        self, session: SwitchSession, reason: str
+    ) -> tuple[int, list[PortState], list[InstalledFlow]]:
+        """Ports and flows as the switch has them, read without holding the sync lock.
+
+        Reading 400 flows from ten switches at once is slow; holding the lock
+        meanwhile would make a policy change wait for an audit.  The
+        generation tells ``_sync_flows`` whether flow mods went out since.
+        """
+        datapath, generation = session.datapath, session.generation
+        ports = self._ports(datapath)
+        polled = time.monotonic()
+        stats = self._request(datapath, messages.flow_stats_request(datapath))
+        installed = [messages.installed_flow(s) for s in stats]
+        if reason == "audit":
+            self._record_stats(session, self.settings.active.policy, stats, installed, ports)
+            self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
+        return generation, ports, installed
+
+    def _sync_flows(
+        self,
+        session: SwitchSession,
+        reason: str,
+        snapshot: tuple[int, list[PortState], list[InstalledFlow]] | None,
+    ) -> str:
         """Bring the flow table to the active policy; returns a one-line summary."""
         datapath = session.datapath
         active = self.settings.active
         tag = f"{session.dpid:016x}"
-        if fresh or session.ports is None or session.installed is None:
-            session.ports = self._ports(datapath)
-            polled = time.monotonic()
+        if snapshot is not None and snapshot[0] == session.generation:
+            session.ports, session.installed = snapshot[1], snapshot[2]
+        elif snapshot is not None or session.ports is None or session.installed is None:
+            session.ports = self._ports(datapath)  # stale read, or nothing known yet
             stats = self._request(datapath, messages.flow_stats_request(datapath))
             session.installed = [messages.installed_flow(s) for s in stats]
-            if reason == "audit":
-                self._record_stats(session, active.policy, stats, session.installed, session.ports)
-                self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
         ports, installed = session.ports, session.installed
         plan = plan_switch(active.policy, {port.name: port.number for port in ports})
         diff = diff_flows(installed, plan.flows)
         if not diff.empty:
             session.installed = None  # unknown until the barrier confirms
+            session.generation += 1
             self._send_diff(datapath, diff)
         session.installed = [InstalledFlow(flow.key, flow.cookie) for flow in plan.flows]
         self._confirmed(session, active)
         qos_plans = plan_ports(active.policy, {port.name: port.link_bps for port in ports})
         session.qos_plans = qos_plans
         bridge = self._bridge(session)
-        self._report(session, active, ports, plan.flows, qos_plans, bridge)
+        reported = (active.version, id(plan), hash(tuple(ports)))
+        if reported != session.reported or not diff.empty:
+            # Reports carry every flow: send one only when something changed.
+            self._report(session, active, ports, plan.flows, qos_plans, bridge)
+            session.reported = reported
         for table_id, name in TABLE_NAMES.items():
             count = sum(1 for flow in plan.flows if flow.table_id == table_id)
             self.settings.metrics.flows.labels(tag, name).set(count)

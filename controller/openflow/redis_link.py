@@ -86,6 +86,9 @@ class RedisLink:
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
         self._unsent: dict[int, SwitchReport | None] = {}
+        self._latest: dict[int, SwitchReport] = {}
+        """The last report of every connected switch: re-sent whenever Redis comes back,
+        since a Redis that restarted may have lost them and the app only reports changes."""
         self._current: tuple[int, float] | None = None
         """(version, created_at) of the policy in force: the pair, not the number alone,
         because a Redis that lost its data hands out version numbers again."""
@@ -168,6 +171,9 @@ class RedisLink:
             if not self._healthy:
                 LOG.info("Redis is back")
                 self._healthy = True
+                with self._lock:
+                    for dpid, report in self._latest.items():
+                        self._unsent.setdefault(dpid, report)
             self._catch_up()
             self._flush()
             next_beat = 0.0
@@ -227,6 +233,10 @@ class RedisLink:
     def _send(self, dpid: int, report: SwitchReport | None) -> None:
         with self._lock:
             self._unsent[dpid] = report
+            if report is None:
+                self._latest.pop(dpid, None)
+            else:
+                self._latest[dpid] = report
         if self._healthy:
             self._flush()
 

@@ -6,6 +6,7 @@ same cookies), which is what makes re-planning after a reconnect a no-op.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -145,18 +146,20 @@ def plan_switch(policy: Policy, port_numbers: Mapping[str, int]) -> SwitchPlan:
     named = {r.match.in_port for r in policy.rules if isinstance(r.match.in_port, str)}
     relevant = tuple(sorted((n, port_numbers[n]) for n in named if n in port_numbers))
     key = (id(policy), relevant)
-    cached = _PLANS.get(key)
-    if cached is not None and cached[0] is policy:
-        return cached[1]
-    classification, unresolved = classification_flows(policy, port_numbers)
-    flows = [*classification, *marking_flows(policy), *forwarding_flows()]
-    plan = SwitchPlan(tuple(flows), tuple(unresolved))
-    if len(_PLANS) >= _PLAN_CACHE_SIZE:
-        _PLANS.pop(next(iter(_PLANS)))
-    _PLANS[key] = (policy, plan)
-    return plan
+    with _PLANS_LOCK:  # ten switches re-planning at once must not each build the plan
+        cached = _PLANS.get(key)
+        if cached is not None and cached[0] is policy:
+            return cached[1]
+        classification, unresolved = classification_flows(policy, port_numbers)
+        flows = [*classification, *marking_flows(policy), *forwarding_flows()]
+        plan = SwitchPlan(tuple(flows), tuple(unresolved))
+        if len(_PLANS) >= _PLAN_CACHE_SIZE:
+            _PLANS.pop(next(iter(_PLANS)))
+        _PLANS[key] = (policy, plan)
+        return plan
 
 
 _PLAN_CACHE_SIZE = 64
+_PLANS_LOCK = threading.Lock()
 _PLANS: dict[tuple[int, tuple[tuple[str, int], ...]], tuple[Policy, SwitchPlan]] = {}
 """Keeps the policy object alive next to its plan, so its id cannot be reused meanwhile."""

@@ -100,7 +100,7 @@ class PolicyStore:
     def history(self, limit: int = 50) -> list[PolicyVersion]:
         """Newest first."""
         newest = self._redis.get(self._seq)
-        if newest is None:
+        if newest is None or limit <= 0:
             return []
         wanted = list(range(int(newest), max(int(newest) - limit, 0), -1))
         raws = self._redis.hmget(self._versions, [str(v) for v in wanted])

@@ -9,9 +9,13 @@ import pytest
 from controller.policy.units import (
     AbsoluteRate,
     ShareRate,
+    format_duration,
     format_rate,
+    format_size,
     parse_absolute_rate,
+    parse_duration,
     parse_rate,
+    parse_size,
 )
 
 
@@ -138,3 +142,159 @@ def test_share_prints_as_written() -> None:
     assert str(parse_rate("20%")) == "20%"
     assert str(parse_rate("33.3%")) == "33.3%"
     assert str(parse_rate("100%")) == "100%"
+
+
+# --------------------------------------------------------------------------------------------
+# Durations
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        ("500ms", 0.5),
+        ("1s", 1.0),
+        ("1.5s", 1.5),
+        ("2m", 120.0),
+        ("1h", 3600.0),
+        ("100ms", 0.1),
+        ("0.25s", 0.25),
+        (" 30 s ", 30.0),
+        ("500MS", 0.5),
+        ("1.001s", 1.001),
+        (2, 2.0),
+        (0.1, 0.1),
+        (1.5, 1.5),
+    ],
+)
+def test_durations_are_seconds(value: str | float, seconds: float) -> None:
+    assert parse_duration(value) == seconds
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("5", "duration '5' has no unit: write e.g. '5s'"),
+        ("1.5", "has no unit: write e.g. '1.5s'"),
+        ("fast", "cannot parse duration 'fast': use ms, s, m or h"),
+        ("", "cannot parse duration ''"),
+        ("-1s", "cannot parse duration '-1s'"),
+        ("1e3s", "cannot parse duration '1e3s'"),
+        ("2 weeks", "unknown duration unit 'weeks' in '2 weeks': use ms, s, m or h"),
+        ("10us", "unknown duration unit 'us'"),
+        ("0s", "duration must be positive, got '0s'"),
+        ("0.0ms", "duration must be positive"),
+        (0, "duration must be positive, got 0"),
+        (-2, "duration must be positive, got -2"),
+        (-0.5, "duration must be positive, got -0.5"),
+        ("0.5ms", "duration '0.5ms' is not a whole number of milliseconds"),
+        (0.0001, "duration 0.0001 is not a whole number of milliseconds"),
+        (True, "expected a duration such as '500ms' or '2s', got True"),
+        (None, "got None"),
+        (float("inf"), "got inf"),
+        (float("nan"), "got nan"),
+        (["1s"], "got ['1s']"),
+    ],
+)
+def test_bad_durations_are_rejected_with_a_reason(value: object, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_duration(value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.001, "1ms"),
+        (0.1, "100ms"),
+        (0.5, "500ms"),
+        (1.0, "1s"),
+        (1.5, "1.5s"),
+        (1.234, "1.234s"),
+        (30.0, "30s"),
+        (90.0, "90s"),
+        (60.0, "1m"),
+        (120.0, "2m"),
+        (3600.0, "1h"),
+        (5400.0, "90m"),
+    ],
+)
+def test_format_duration_is_exact_and_round_trips(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+    assert parse_duration(text) == seconds
+
+
+# --------------------------------------------------------------------------------------------
+# Sizes
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "octets"),
+    [
+        ("1500B", 1500),
+        ("64KiB", 64 * 1024),
+        ("10MiB", 10 * 1024**2),
+        ("1GiB", 1024**3),
+        ("2TiB", 2 * 1024**4),
+        ("500KB", 500_000),
+        ("10MB", 10_000_000),
+        ("1GB", 10**9),
+        ("1kB", 1000),
+        ("1.5MiB", 1_572_864),
+        ("0.5KB", 500),
+        (" 10 MiB ", 10 * 1024**2),
+        ("10MIB", 10 * 1024**2),
+        (1500, 1500),
+    ],
+)
+def test_sizes_are_bytes_binary_or_decimal(value: str | int, octets: int) -> None:
+    assert parse_size(value) == octets
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("10Mb", "'10Mb' looks like bits: a size is in bytes"),
+        ("10mbit", "looks like bits"),
+        ("64Kib", "looks like bits"),
+        ("1000", "size '1000' has no unit: write e.g. '1000B'"),
+        ("10XB", "unknown size unit 'XB' in '10XB'"),
+        ("10 MiBs", "unknown size unit 'MiBs'"),
+        ("lots", "cannot parse size 'lots'"),
+        ("-1KB", "cannot parse size '-1KB'"),
+        ("1.5B", "size '1.5B' is not a whole number of bytes"),
+        ("0.0001KB", "not a whole number of bytes"),
+        ("0MiB", "size must be positive, got '0MiB'"),
+        (0, "size must be positive, got 0"),
+        (-5, "size must be positive, got -5"),
+        (1.5, "expected a size such as '10MiB' or '500KB', got 1.5"),
+        (True, "got True"),
+        (None, "got None"),
+    ],
+)
+def test_bad_sizes_are_rejected_with_a_reason(value: object, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        parse_size(value)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("octets", "text"),
+    [
+        (1, "1B"),
+        (1500, "1500B"),
+        (1000, "1KB"),
+        (1024, "1KiB"),
+        (64 * 1024, "64KiB"),
+        (500_000, "500KB"),
+        (10 * 1024**2, "10MiB"),
+        (10_000_000, "10MB"),
+        (1_572_864, "1536KiB"),
+        (1024**3, "1GiB"),
+        (10**12, "1TB"),
+    ],
+)
+def test_format_size_is_exact_and_round_trips(octets: int, text: str) -> None:
+    assert format_size(octets) == text
+    assert parse_size(text) == octets

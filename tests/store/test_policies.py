@@ -171,10 +171,6 @@ def test_history_is_newest_first_and_limited(store: PolicyStore) -> None:
     assert store.history(limit=3)[0].author == "a6"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="store bug: history(limit=0) sends HMGET with no fields, Redis answers ResponseError",
-)
 def test_history_with_limit_zero_is_empty(store: PolicyStore) -> None:
     store.put(document(1), author="a")
     assert store.history(limit=0) == []
