@@ -91,6 +91,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._sessions: dict[int, SwitchSession] = {}
         self._sessions_lock = threading.Lock()
         self._replies = ReplyWaiter()
+        self._gc_lock = threading.Lock()
 
     # ---- life cycle -------------------------------------------------------
 
@@ -437,10 +438,13 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         return f"queues on {provisioned}/{len(plans)} ports ({bridge.datapath_type} datapath)"
 
     def _collect_qos_garbage(self) -> None:
+        """One collection at a time: ten switches leaving at once must not race to destroy
+        the same rows."""
         if not self.settings.manage_qos:
             return
         try:
-            freed = self.settings.ovsdb.collect_garbage()
+            with self._gc_lock:
+                freed = self.settings.ovsdb.collect_garbage()
         except OvsdbError as exc:
             LOG.error("cannot clean up QoS rows of removed ports: %s", exc)
             return
