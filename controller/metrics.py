@@ -89,6 +89,42 @@ class ControllerMetrics:
             registry=self.registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
         )
+        self.detections = Counter(
+            "flowlane_detections_total",
+            "Flows moved to the elephant class, by what tripped the threshold",
+            ["dpid", "reason"],
+            registry=self.registry,
+        )
+        self.releases = Counter(
+            "flowlane_releases_total",
+            "Overrides dropped because their flow went idle or calm",
+            ["dpid", "reason"],
+            registry=self.registry,
+        )
+        self.overrides_active = Gauge(
+            "flowlane_overrides_active",
+            "Elephant overrides installed",
+            ["dpid"],
+            registry=self.registry,
+        )
+        self.tracked_flows = Gauge(
+            "flowlane_tracked_flows",
+            "Flows the detector keeps state for",
+            ["dpid"],
+            registry=self.registry,
+        )
+        self.untracked_flows = Counter(
+            "flowlane_untracked_flows_total",
+            "Counting-table entries left untracked because of detection.max_tracked",
+            ["dpid"],
+            registry=self.registry,
+        )
+        self.detection_poll_seconds = Histogram(
+            "flowlane_detection_poll_seconds",
+            "Time to read one switch's counting table and run the detector",
+            registry=self.registry,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1),
+        )
         self.drift_repairs = Counter(
             "flowlane_drift_repairs_total",
             "Audits that found a switch off its plan and repaired it",

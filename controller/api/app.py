@@ -15,7 +15,7 @@ from fastapi import FastAPI
 from controller.api.errors import install_error_handlers
 from controller.api.metrics import ApiMetrics, MetricsMiddleware
 from controller.api.openapi import install_openapi
-from controller.api.routes import health, metrics, policy, switches
+from controller.api.routes import events, flows, health, jobs, metrics, policy, switches
 from controller.api.schemas import RollbackIn
 from controller.api.services import Services
 from controller.api.settings import ApiSettings
@@ -52,6 +52,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
         openapi_tags=[
             {"name": "policy", "description": "The versioned policy document"},
             {"name": "switches", "description": "Switches as their controllers report them"},
+            {"name": "jobs", "description": "Endpoints a scheduler puts in a class, for a while"},
+            {"name": "flows", "description": "Tracked flows, and why each has its class"},
+            {"name": "events", "description": "Policy versions, jobs and reclassifications"},
             {"name": "health", "description": "Liveness, readiness and metrics"},
         ],
     )
@@ -61,6 +64,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(policy.build_router(settings))
     app.include_router(switches.router)
+    app.include_router(jobs.router)
+    app.include_router(flows.router)
+    app.include_router(events.router)
     app.include_router(metrics.router)
     install_openapi(app, body_models=[RollbackIn])
     return app

@@ -170,3 +170,69 @@ class HealthOut(BaseModel):
 class ReadyOut(BaseModel):
     status: str
     controllers: list[str]
+
+
+class EndpointOut(BaseModel):
+    ipv4: str = Field(description="CIDR, normalized: `10.0.0.5/32`")
+    ports: list[int | str] | None = Field(
+        description='Merged ports and ranges (`[22, "8000-8010"]`); null: any port'
+    )
+
+
+class JobOut(BaseModel):
+    """A registered job as stored: the request, normalized, with its lifetime."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    name: str
+    traffic_class: str = Field(alias="class")
+    endpoints: list[EndpointOut]
+    ttl: float = Field(description="Seconds it lives after each registration")
+    created_at: float = Field(description="Unix time of the latest registration")
+    expires_at: float = Field(description="Unix time; the job is gone after it")
+
+
+class JobsOut(BaseModel):
+    jobs: list[JobOut] = Field(description="Live jobs, by name")
+
+
+class FlowOut(BaseModel):
+    """One tracked flow as its controller last published it."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    switch: str = Field(description="dpid, 16 hex digits")
+    eth_type: int
+    ip_proto: int
+    src: str
+    dst: str
+    src_port: int
+    dst_port: int
+    traffic_class: str = Field(alias="class")
+    why: str = Field(description="`rule:<name>`, `job:<name>`, `detected` or `default`")
+    bytes: int
+    rate_bps: float
+    first_seen: float = Field(description="Unix time")
+    last_seen: float = Field(description="Unix time")
+
+
+class FlowsOut(BaseModel):
+    flows: list[FlowOut] = Field(description="Largest first (by bytes)")
+
+
+class EventOut(BaseModel):
+    """One event; the fields besides ``id``, ``kind`` and ``time`` depend on the kind."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str = Field(description="Stream id: pass the last one back as `since`")
+    kind: str = Field(description="`policy`, `job`, `reclassified`, ...")
+    time: float = Field(description="Unix time")
+
+
+class EventsOut(BaseModel):
+    events: list[EventOut] = Field(description="Oldest first")
+    last_id: str | None = Field(
+        description="Pass as `since` to read on; past every event read, filtered out or not"
+        " (null: none read and no `since` given)"
+    )

@@ -10,6 +10,9 @@ from fastapi import Depends, Request
 
 from controller.api.settings import ApiSettings
 from controller.store.client import connect
+from controller.store.events import EventStore
+from controller.store.flows import FlowStore
+from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchReport, SwitchStore
 
@@ -20,6 +23,9 @@ class Services:
     redis: redis.Redis
     policies: PolicyStore
     switches: SwitchStore
+    jobs: JobStore
+    events: EventStore
+    flows: FlowStore
 
     @staticmethod
     def connect(settings: ApiSettings) -> Services:
@@ -31,6 +37,9 @@ class Services:
             client,
             PolicyStore(client, settings.prefix),
             SwitchStore(client, settings.prefix),
+            JobStore(client, settings.prefix),
+            EventStore(client, settings.prefix),
+            FlowStore(client, settings.prefix),
         )
 
     def live_reports(self) -> list[SwitchReport]:

@@ -65,6 +65,7 @@ _MIN_WINDOW_S = 1e-3
 """Shortest window a rate is computed over; a just-learned entry has an age near 0."""
 
 _BYTES = itemgetter(1)
+_RATE_THEN_BYTES = itemgetter(0, 1)
 
 
 class _Override:
@@ -146,7 +147,15 @@ class Detector:
         """Take one complete read of the counting table at time ``now`` (seconds, monotonic).
 
         A tracked flow missing from ``samples`` has left the table, so pass
-        every entry of the table, all parts of a multipart reply together.
+        every entry of the table once, all parts of a multipart reply
+        together.  (A table read in shards, say by cookie, needs one detector
+        per shard.)  Apply the releases and the demotions it returns; no flow
+        is in both.
+
+        Take ``now`` when the request is sent: the switch measures the ages as
+        it answers, at once, whereas decoding a large reply takes a varying
+        while, and ``now - age_s`` must date a flow's first packet to within
+        ``REBIRTH_SLACK_S`` from one poll to the next.
         """
         if self._poll and now <= self._now:
             raise ValueError(f"poll time must increase: got {now} after {self._now}")
@@ -192,7 +201,8 @@ class Detector:
                 demote.append(demotion)
         for track, sample in special:
             self._special(track, sample, last, now, demote, release)
-        self._sweep(poll, now, release)
+        if len(self._tracks) > len(batch) - len(fresh):  # some tracked flow was not sampled
+            self._sweep(poll, now, release)
         dropped = self._admit(fresh, poll, now, demote)
 
         self._poll = poll
@@ -391,7 +401,7 @@ class Detector:
         dropped = 0
         room = thresholds.max_tracked - len(tracks)
         if len(fresh) > room:
-            fresh, dropped = self._choose(fresh, room, now)
+            fresh, dropped = self._choose(fresh, room)
         min_bytes = thresholds.min_bytes
         demote_at = _NEVER if min_bytes is None else min_bytes
         rate = thresholds.rate_bps or 0
@@ -418,9 +428,7 @@ class Detector:
             rate is not None and age >= thresholds.sustain_s - _EPSILON and octets * 8 >= rate * age
         )
 
-    def _choose(
-        self, fresh: list[CounterSample], room: int, now: float
-    ) -> tuple[list[CounterSample], int]:
+    def _choose(self, fresh: list[CounterSample], room: int) -> tuple[list[CounterSample], int]:
         """Over the limit: keep overrides, then elephants-to-be, then the heaviest flows.
 
         Flows that qualify as elephants right now may push out the lightest
@@ -471,23 +479,47 @@ class Detector:
         """Every flow that should hold an override now, to reconcile against a switch."""
         return [flow for flow, track in self._tracks.items() if track.override is not None]
 
+    def flows(self, limit: int | None = None) -> list[FlowView]:
+        """Tracked flows, fastest first (then largest); ``limit`` keeps the top ones.
+
+        Views are built only for the flows returned: a flow moved at the last
+        poll exactly when its counter grew then, so the fastest ``limit`` are
+        found among those few, and idle flows (rate 0) only fill up by size.
+        """
+        tracks = self._tracks
+        if limit is None:
+            views = [self._view(flow, track, self._rate(track)) for flow, track in tracks.items()]
+            views.sort(key=_view_order, reverse=True)
+            return views
+        now, previous = self._now, self._previous
+        moving = [
+            (
+                track.delta * 8 / max(now - max(previous, track.born), _MIN_WINDOW_S),
+                track.bytes,
+                flow,
+                track,
+            )
+            for flow, track in tracks.items()
+            if track.active == now
+        ]
+        ranked = heapq.nlargest(limit, moving, key=_RATE_THEN_BYTES)
+        if len(ranked) < limit:
+            still = ((0.0, t.bytes, f, t) for f, t in tracks.items() if t.active != now)
+            ranked += heapq.nlargest(limit - len(ranked), still, key=_RATE_THEN_BYTES)
+        return [self._view(flow, track, rate) for rate, _, flow, track in ranked]
+
     def view(self, flow: FlowId) -> FlowView | None:
         track = self._tracks.get(flow)
-        return None if track is None else self._view(flow, track)
+        return None if track is None else self._view(flow, track, self._rate(track))
 
-    def flows(self, limit: int | None = None) -> list[FlowView]:
-        """Tracked flows, fastest first (then largest); ``limit`` keeps the top ones."""
-        views = (self._view(flow, track) for flow, track in self._tracks.items())
-        key = _view_order
-        if limit is None:
-            return sorted(views, key=key, reverse=True)
-        return heapq.nlargest(limit, views, key=key)
+    def _rate(self, track: _Track) -> float:
+        """Bit/s over the last window: the growth it saw, if it grew at the last poll."""
+        if track.active != self._now:
+            return 0.0
+        window = self._now - max(self._previous, track.born)
+        return track.delta * 8 / max(window, _MIN_WINDOW_S)
 
-    def _view(self, flow: FlowId, track: _Track) -> FlowView:
-        rate = 0.0
-        if track.active == self._now and track.seen == self._poll:  # it grew at the last poll
-            window = self._now - max(self._previous, track.born)
-            rate = track.delta * 8 / max(window, _MIN_WINDOW_S)
+    def _view(self, flow: FlowId, track: _Track, rate: float) -> FlowView:
         return FlowView(
             flow=flow,
             bytes=track.bytes,

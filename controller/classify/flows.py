@@ -14,6 +14,7 @@ times slower on the reference machine (110 ms against 30 ms).
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -96,16 +97,19 @@ class FlowId(NamedTuple):
         return f"{proto} {src}:{self.src_port} > {dst}:{self.dst_port}"
 
 
+_FAMILIES = {ETH_TYPE_IPV4: (socket.AF_INET, 32), ETH_TYPE_IPV6: (socket.AF_INET6, 128)}
+
+
 def _address(value: object, eth_type: int) -> int | None:
-    version = 4 if eth_type == ETH_TYPE_IPV4 else 6
+    family, bits = _FAMILIES[eth_type]
     if isinstance(value, str):
+        # inet_pton, not ipaddress: this runs for every entry of every poll, and is 5x faster.
         try:
-            address = ipaddress.ip_address(value)
-        except ValueError:
+            return int.from_bytes(socket.inet_pton(family, value), "big")
+        except OSError:
             return None
-        return int(address) if address.version == version else None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value if 0 <= value < 1 << (32 if version == 4 else 128) else None
+        return value if 0 <= value < 1 << bits else None
     return None
 
 

@@ -26,15 +26,19 @@ from os_ken.controller.handler import (
 from os_ken.lib import hub
 from os_ken.ofproto import ofproto_v1_3
 
+from controller.classify.detector import Detector
+from controller.classify.flows import CounterSample, FlowId, FlowState
 from controller.openflow import messages
-from controller.openflow.observer import PortState, SyncReport
+from controller.openflow.observer import PortState, Reclassification, SyncReport
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
 from controller.openflow.settings import ActivePolicy, ControllerSettings
 from controller.openflow.stats import FlowCounters, class_counters
+from controller.pipeline import tables
 from controller.pipeline.diff import FlowDiff, diff_flows
 from controller.pipeline.flows import InstalledFlow
 from controller.pipeline.planner import plan_switch
 from controller.pipeline.tables import TABLE_NAMES
+from controller.policy.detection import DetectionSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.qos.plan import PortQos
@@ -67,6 +71,11 @@ class SwitchSession:
     installed: list[InstalledFlow] | None = None
     generation: int = 0
     """Bumped whenever flow mods go out, so a read taken outside the lock can tell it is stale."""
+    detector: Detector | None = None
+    detector_spec: DetectionSpec | None = None
+    overrides: dict[FlowId, str] = field(default_factory=dict)
+    """Detected elephants with their class; part of the plan, so syncs keep them."""
+    views_published: float = 0.0
     reported: tuple[int | None, int, int] | None = None
     """(version, plan id, ports id) of the last report, so an unchanged switch is not re-sent."""
     """The switch's flows as of our last confirmed sync; policy changes diff against this
@@ -98,6 +107,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     def start(self) -> Any:
         thread = super().start()
         hub.spawn(self._audit_loop)
+        hub.spawn(self._detection_loop)
         # Rows of ports deleted while no controller ran (or before a crash).
         hub.spawn(self._collect_qos_garbage)
         return thread
@@ -114,6 +124,116 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _dpids(self) -> list[int]:
         with self._sessions_lock:
             return list(self._sessions)
+
+    def _detection_loop(self) -> None:
+        """Every ``detection.interval``: read each switch's counting table, run its detector."""
+        while True:
+            detection = self.settings.active.policy.detection
+            hub.sleep(detection.interval if detection is not None else 1.0)
+            if detection is None:
+                continue
+            for dpid in self._dpids():
+                with self._sessions_lock:
+                    session = self._sessions.get(dpid)
+                if session is None or not session.synced_once:
+                    continue
+                try:
+                    self._detect(session)
+                except RequestFailedError as exc:
+                    if self._connected(session):
+                        LOG.warning("switch %016x: counting table not read: %s", dpid, exc)
+                except Exception:
+                    LOG.exception("switch %016x: detection failed", dpid)
+
+    def _detect(self, session: SwitchSession) -> None:
+        policy = self.settings.active.policy
+        spec = policy.detection
+        assert spec is not None
+        tag = f"{session.dpid:016x}"
+        if session.detector is None or session.detector_spec != spec:
+            # A new threshold or class starts over: overrides of the old spec go with it.
+            session.detector = Detector(spec, policy.ports.rate.bps)
+            session.detector_spec = spec
+            session.overrides = {}
+        started = time.monotonic()
+        datapath = session.datapath
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        stats = self._request(
+            datapath,
+            parser.OFPFlowStatsRequest(
+                datapath,
+                0,
+                tables.COUNT,
+                ofproto.OFPP_ANY,
+                ofproto.OFPG_ANY,
+                0,
+                0,
+                parser.OFPMatch(),
+            ),
+        )
+        samples = []
+        for entry in stats:
+            flow = FlowId.from_oxm(dict(entry.match.items()))
+            if flow is not None:
+                age = entry.duration_sec + entry.duration_nsec / 1e9
+                samples.append(CounterSample(flow, entry.byte_count, entry.packet_count, age))
+        now = time.monotonic()
+        decisions = session.detector.observe(samples, now)
+        metrics = self.settings.metrics
+        metrics.detection_poll_seconds.observe(time.monotonic() - started)
+        metrics.tracked_flows.labels(tag).set(decisions.tracked)
+        metrics.overrides_active.labels(tag).set(decisions.overrides)
+        if decisions.dropped:
+            metrics.untracked_flows.labels(tag).inc(decisions.dropped)
+        elephant, default = spec.elephant.traffic_class, policy.default_class
+        changes = []
+        for demotion in decisions.demote:
+            session.overrides[demotion.flow] = elephant
+            metrics.detections.labels(tag, str(demotion.reason)).inc()
+            changes.append(
+                Reclassification(
+                    session.dpid,
+                    demotion.flow,
+                    default,
+                    elephant,
+                    str(demotion.reason),
+                    demotion.bytes,
+                    demotion.latency_s,
+                )
+            )
+        for release in decisions.release:
+            session.overrides.pop(release.flow, None)
+            metrics.releases.labels(tag, str(release.reason)).inc()
+            changes.append(
+                Reclassification(
+                    session.dpid, release.flow, elephant, default, str(release.reason), 0, None
+                )
+            )
+        if changes:
+            self._sync(session.dpid, "detection")
+            for change in changes:
+                after = (
+                    f", {change.latency_s:.3f} s after its first packet"
+                    if change.latency_s is not None
+                    else ""
+                )
+                LOG.info(
+                    "switch %s: %s %s -> %s (%s%s)",
+                    tag,
+                    change.flow,
+                    change.from_class,
+                    change.to_class,
+                    change.reason,
+                    after,
+                )
+            for observer in self.settings.observers:
+                observer.flows_reclassified(changes)
+        if now - session.views_published >= 1.0:
+            session.views_published = now
+            classes = {str(FlowState.TRACKED): default, str(FlowState.ELEPHANT): elephant}
+            views = session.detector.flows(limit=2000)
+            for observer in self.settings.observers:
+                observer.flows_observed(session.dpid, views, classes)
 
     def _audit_loop(self) -> None:
         while True:
@@ -275,7 +395,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             stats = self._request(datapath, messages.flow_stats_request(datapath))
             session.installed = [messages.installed_flow(s) for s in stats]
         ports, installed = session.ports, session.installed
-        plan = plan_switch(active.policy, {port.name: port.number for port in ports})
+        plan = plan_switch(
+            active.policy, {port.name: port.number for port in ports}, session.overrides
+        )
         diff = diff_flows(installed, plan.flows)
         if not diff.empty:
             session.installed = None  # unknown until the barrier confirms

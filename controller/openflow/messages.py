@@ -15,14 +15,17 @@ from controller.pipeline.flows import (
     FlowKey,
     GotoTable,
     InstalledFlow,
+    Learn,
     Match,
     MatchField,
     Output,
+    Resubmit,
     SetField,
     SetQueue,
     WriteMetadata,
     make_match,
 )
+from controller.policy.match import ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_TCP, IP_PROTO_UDP
 
 _IPV4_FIELDS = {"ipv4_src", "ipv4_dst", "arp_spa", "arp_tpa"}
 _IPV6_FIELDS = {"ipv6_src", "ipv6_dst"}
@@ -75,10 +78,43 @@ def decode_match(ofp: Any) -> Match:
     return make_match(*fields)
 
 
+_LEARN_FIELDS = {
+    (ETH_TYPE_IPV4, "addr"): (("ipv4_src_nxm", 32), ("ipv4_dst_nxm", 32)),
+    (ETH_TYPE_IPV6, "addr"): (("ipv6_src_nxm", 128), ("ipv6_dst_nxm", 128)),
+    (IP_PROTO_TCP, "port"): (("tcp_src_nxm", 16), ("tcp_dst_nxm", 16)),
+    (IP_PROTO_UDP, "port"): (("udp_src_nxm", 16), ("udp_dst_nxm", 16)),
+}
+
+
+def _learn(parser: Any, learn: Learn) -> Any:
+    """``learn(table=COUNT, eth_type=E, ip_proto=P, <src>, <dst>, <sport>, <dport>)``: an
+    exact 5-tuple entry with no actions, only counters."""
+    specs = [
+        parser.NXFlowSpecMatch(src=learn.eth_type, dst=("eth_type_nxm", 0), n_bits=16),
+        parser.NXFlowSpecMatch(src=learn.ip_proto, dst=("ip_proto_nxm", 0), n_bits=8),
+    ]
+    for field, bits in (
+        *_LEARN_FIELDS[(learn.eth_type, "addr")],
+        *_LEARN_FIELDS[(learn.ip_proto, "port")],
+    ):
+        specs.append(parser.NXFlowSpecMatch(src=(field, 0), dst=(field, 0), n_bits=bits))
+    return parser.NXActionLearn(
+        table_id=learn.table_id,
+        specs=specs,
+        idle_timeout=learn.idle_timeout,
+        priority=learn.priority,
+        cookie=learn.cookie,
+    )
+
+
 def _actions(parser: Any, actions: ApplyActions) -> list[Any]:
     encoded: list[Any] = []
     for action in actions.actions:
-        if isinstance(action, SetField):
+        if isinstance(action, Learn):
+            encoded.append(_learn(parser, action))
+        elif isinstance(action, Resubmit):
+            encoded.append(parser.NXActionResubmitTable(table_id=action.table_id))
+        elif isinstance(action, SetField):
             encoded.append(parser.OFPActionSetField(**{action.field: action.value}))
         elif isinstance(action, SetQueue):
             encoded.append(parser.OFPActionSetQueue(action.queue_id))

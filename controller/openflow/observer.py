@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from controller.classify.flows import FlowId, FlowView
 from controller.pipeline.flows import FlowEntry
 from controller.qos.plan import PortQos
 
@@ -33,7 +34,27 @@ class SyncReport:
     datapath_type: str | None
 
 
+@dataclass(frozen=True)
+class Reclassification:
+    """A detected elephant moved to ``to_class``, or released back to ``to_class``."""
+
+    dpid: int
+    flow: FlowId
+    from_class: str
+    to_class: str
+    reason: str
+    bytes: int
+    latency_s: float | None
+    """For a demotion: from the flow's first packet to the decision."""
+
+
 class SwitchObserver(Protocol):
     def switch_synced(self, report: SyncReport) -> None: ...
 
     def switch_gone(self, dpid: int) -> None: ...
+
+    def flows_reclassified(self, changes: list[Reclassification]) -> None: ...
+
+    def flows_observed(self, dpid: int, flows: list[FlowView], classes: dict[str, str]) -> None:
+        """Tracked flows of one switch; ``classes`` maps a flow's state to its class name."""
+        ...

@@ -10,6 +10,7 @@ reports it could not deliver.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import json
 import logging
 import threading
@@ -19,18 +20,27 @@ from typing import Any
 
 import redis
 
-from controller.openflow.observer import SyncReport
+from controller.classify.flows import ETH_TYPE_IPV6, FlowState, FlowView
+from controller.openflow.observer import Reclassification, SyncReport
 from controller.policy.errors import PolicyError
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError, VersionConflictError
+from controller.store.events import EventStore
+from controller.store.flows import FlowRecord, FlowStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
 
 LOG = logging.getLogger("flowlane.redis")
 
 ApplyPolicy = Callable[[Policy, int], None]
+
+
+def _address_text(eth_type: int, value: int) -> str:
+    if eth_type == ETH_TYPE_IPV6:
+        return str(ipaddress.IPv6Address(value))
+    return str(ipaddress.IPv4Address(value))
 
 
 def switch_report(report: SyncReport, controller: str) -> SwitchReport:
@@ -81,6 +91,8 @@ class RedisLink:
         self._client = connect(url)
         self.policies = PolicyStore(self._client, prefix)
         self.switches = SwitchStore(self._client, prefix)
+        self.events = EventStore(self._client, prefix)
+        self.flows = FlowStore(self._client, prefix)
         self.controller_id = controller_id
         self._heartbeat_s = heartbeat_s
         self._max_backoff_s = max_backoff_s
@@ -229,6 +241,49 @@ class RedisLink:
 
     def switch_gone(self, dpid: int) -> None:
         self._send(dpid, None)
+        with contextlib.suppress(StoreUnavailableError):
+            self.flows.remove(dpid)
+
+    def flows_reclassified(self, changes: list[Reclassification]) -> None:
+        """One event per reclassification; lost (and logged) while Redis is down."""
+        try:
+            for change in changes:
+                self.events.append(
+                    "reclassified",
+                    {
+                        "switch": f"{change.dpid:016x}",
+                        "flow": str(change.flow),
+                        "from": change.from_class,
+                        "to": change.to_class,
+                        "reason": change.reason,
+                        "bytes": change.bytes,
+                        "latency_s": change.latency_s,
+                    },
+                )
+        except StoreUnavailableError as exc:
+            LOG.warning("%d reclassification event(s) not recorded: %s", len(changes), exc)
+
+    def flows_observed(self, dpid: int, flows: list[FlowView], classes: dict[str, str]) -> None:
+        records = [
+            FlowRecord(
+                switch=f"{dpid:016x}",
+                eth_type=view.flow.eth_type,
+                ip_proto=view.flow.ip_proto,
+                src=_address_text(view.flow.eth_type, view.flow.src),
+                dst=_address_text(view.flow.eth_type, view.flow.dst),
+                src_port=view.flow.src_port,
+                dst_port=view.flow.dst_port,
+                traffic_class=classes[view.state],
+                why="detected" if view.state is FlowState.ELEPHANT else "default",
+                bytes=view.bytes,
+                rate_bps=view.rate_bps,
+                first_seen=view.first_seen,
+                last_seen=view.last_seen,
+            )
+            for view in flows
+        ]
+        with contextlib.suppress(StoreUnavailableError):
+            self.flows.publish(dpid, records)
 
     def _send(self, dpid: int, report: SwitchReport | None) -> None:
         with self._lock:

@@ -29,13 +29,15 @@ from typing import Protocol
 from controller.pipeline.diff import diff_flows
 from controller.pipeline.flows import (
     OFPP_NORMAL,
+    Action,
     ApplyActions,
     FlowEntry,
     GotoTable,
     InstalledFlow,
+    Learn,
     Match,
     MatchField,
-    Output,
+    Resubmit,
     SetField,
     SetQueue,
     WriteMetadata,
@@ -93,11 +95,18 @@ def format_match(match: Match) -> str:
     return ",".join(format_field(f) for f in sorted(match, key=_field_rank))
 
 
-def _format_action(action: SetField | SetQueue | Output) -> str:
+def _format_action(action: Action) -> str:
     if isinstance(action, SetField):
         return f"set_field:{action.value}->{action.field}"
     if isinstance(action, SetQueue):
         return f"set_queue:{action.queue_id}"
+    if isinstance(action, Learn):
+        return (
+            f"learn(table={action.table_id},idle_timeout={action.idle_timeout},"
+            f"eth_type={action.eth_type:#06x},ip_proto={action.ip_proto},5-tuple)"
+        )
+    if isinstance(action, Resubmit):
+        return f"resubmit(,{action.table_id})"
     return "NORMAL" if action.port == OFPP_NORMAL else f"output:{action.port}"
 
 

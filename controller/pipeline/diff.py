@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from controller.pipeline import tables
 from controller.pipeline.flows import FlowEntry, FlowKey, InstalledFlow
 
 
@@ -29,9 +30,10 @@ def diff_flows(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry])
 
     Entries someone else installed are deleted too: the plan owns the whole
     switch, and a stray entry (OVS's default ``NORMAL`` flow, a leftover of
-    an older plan) would otherwise bypass classification.
+    an older plan) would otherwise bypass classification.  The one exception
+    is the counting table, whose entries OVS learns by itself.
     """
-    flows = list(installed)
+    flows = [flow for flow in installed if flow.key.table_id != tables.COUNT]
     have = {flow.key: flow.cookie for flow in flows if not flow.opaque}
     opaque = tuple(sorted({(flow.key.table_id, flow.cookie) for flow in flows if flow.opaque}))
     want: dict[FlowKey, FlowEntry] = {}

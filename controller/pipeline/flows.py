@@ -85,6 +85,10 @@ class Owner(IntEnum):
     PIPELINE = 1
     POLICY = 2
     FORWARDING = 3
+    LEARNED = 4
+    """Counting entries OVS learns itself (table COUNT); never planned, never diffed."""
+    DETECTOR = 5
+    """Exact-match overrides of detected elephants."""
 
 
 COOKIE_TAG = 0xF1
@@ -107,7 +111,31 @@ class Output:
     port: int
 
 
-Action = SetField | SetQueue | Output
+@dataclass(frozen=True, slots=True)
+class Learn:
+    """Nicira ``learn``: OVS adds an exact 5-tuple entry for this packet to ``table_id``.
+
+    That entry counts the flow's bytes with no packet-in and no controller
+    round trip; it expires after ``idle_timeout`` seconds without packets.
+    """
+
+    table_id: int
+    eth_type: int
+    ip_proto: int
+    idle_timeout: int
+    cookie: int
+    priority: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmit:
+    """Nicira ``resubmit(,table)``: look the packet up in ``table_id`` (to count it), then
+    carry on with this entry's instructions."""
+
+    table_id: int
+
+
+Action = SetField | SetQueue | Output | Learn | Resubmit
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +206,11 @@ class InstalledFlow:
     key: FlowKey
     cookie: int
     opaque: bool = False
+
+
+def owner_cookie(owner: Owner, low: int = 0) -> int:
+    """A cookie for entries that have no content hash (learned ones), by owner."""
+    return (COOKIE_TAG << 56) | (int(owner) << 48) | (low & 0xFFFFFFFFFFFF)
 
 
 def cookie_owner(cookie: int) -> Owner | None:

@@ -6,26 +6,31 @@ same cookies), which is what makes re-planning after a reconnect a no-op.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from controller.classify.flows import FlowId
 from controller.pipeline import tables
 from controller.pipeline.flows import (
     OFPP_NORMAL,
     ApplyActions,
     FlowEntry,
     GotoTable,
+    Learn,
     MatchField,
     Output,
     Owner,
+    Resubmit,
     SetField,
     SetQueue,
     WriteMetadata,
     make_match,
+    owner_cookie,
 )
 from controller.pipeline.rules import UnresolvedPortError, expand_match
-from controller.policy.match import ETH_TYPE_IPV4, ETH_TYPE_IPV6
+from controller.policy.match import ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_TCP, IP_PROTO_UDP
 from controller.policy.model import Policy
 
 
@@ -76,7 +81,72 @@ def classification_flows(
             Owner.POLICY,
         )
     )
+    flows.extend(learning_flows(policy))
     return flows, unresolved
+
+
+LEARNED_COOKIE = owner_cookie(Owner.LEARNED)
+
+
+def learning_flows(policy: Policy) -> list[FlowEntry]:
+    """Unclaimed TCP/UDP flows: default class, and a counting entry learned per direction.
+
+    Only with detection on.  The learned entries are what the detector
+    polls; they expire on their own when a flow goes quiet for as long as an
+    override would be kept.
+    """
+    if policy.detection is None:
+        return []
+    idle = max(1, math.ceil(policy.detection.release_after))
+    flows = []
+    for eth_type in (ETH_TYPE_IPV4, ETH_TYPE_IPV6):
+        for ip_proto in (IP_PROTO_TCP, IP_PROTO_UDP):
+            learn = Learn(tables.COUNT, eth_type, ip_proto, idle, LEARNED_COOKIE)
+            flows.append(
+                FlowEntry(
+                    tables.CLASSIFY,
+                    tables.LEARN_PRIORITY,
+                    make_match(MatchField("eth_type", eth_type), MatchField("ip_proto", ip_proto)),
+                    (
+                        ApplyActions((learn, Resubmit(tables.COUNT))),
+                        *_classify_to(policy, policy.default_class),
+                    ),
+                    Owner.POLICY,
+                )
+            )
+    return flows
+
+
+def override_flows(policy: Policy, overrides: Mapping[FlowId, str]) -> list[FlowEntry]:
+    """Exact-match entries moving detected elephants to their class.
+
+    They keep feeding the flow's counting entry (learn + resubmit, as the
+    default entries do): the detector must go on seeing an elephant's bytes
+    to know when it goes idle, or every override would end after one
+    ``release_after`` and the flow would flap back and forth.
+    """
+    if policy.detection is None:
+        return []
+    idle = max(1, math.ceil(policy.detection.release_after))
+    return [
+        FlowEntry(
+            tables.CLASSIFY,
+            tables.OVERRIDE_PRIORITY,
+            make_match(*(MatchField(n, v) for n, v in flow.oxm_fields().items())),
+            (
+                ApplyActions(
+                    (
+                        Learn(tables.COUNT, flow.eth_type, flow.ip_proto, idle, LEARNED_COOKIE),
+                        Resubmit(tables.COUNT),
+                    )
+                ),
+                *_classify_to(policy, class_name),
+            ),
+            Owner.DETECTOR,
+        )
+        for flow, class_name in sorted(overrides.items())
+        if class_name in policy.classes
+    ]
 
 
 def marking_flows(policy: Policy) -> list[FlowEntry]:
@@ -136,13 +206,25 @@ def forwarding_flows() -> list[FlowEntry]:
     ]
 
 
-def plan_switch(policy: Policy, port_numbers: Mapping[str, int]) -> SwitchPlan:
+def plan_switch(
+    policy: Policy,
+    port_numbers: Mapping[str, int],
+    overrides: Mapping[FlowId, str] | None = None,
+) -> SwitchPlan:
     """The whole pipeline for one switch, given its ports (name → OpenFlow number).
 
     A policy change re-plans every switch at once; most policies name no
     port, so switches share one plan, cached by the policy object and the
     ports its rules name.
     """
+    base = _base_plan(policy, port_numbers)
+    if not overrides:
+        return base
+    extra = override_flows(policy, overrides)
+    return SwitchPlan((*base.flows, *extra), base.unresolved_rules)
+
+
+def _base_plan(policy: Policy, port_numbers: Mapping[str, int]) -> SwitchPlan:
     named = {r.match.in_port for r in policy.rules if isinstance(r.match.in_port, str)}
     relevant = tuple(sorted((n, port_numbers[n]) for n in named if n in port_numbers))
     key = (id(policy), relevant)

@@ -17,7 +17,10 @@ MARK = 1
 FORWARD = 2
 """Forwarding. On one switch the OVS L2 learning switch (``NORMAL``) does it."""
 
-TABLE_NAMES = {CLASSIFY: "classify", MARK: "mark", FORWARD: "forward"}
+COUNT = 3
+"""Counting entries OVS learns, one per unclaimed TCP/UDP flow direction (detection)."""
+
+TABLE_NAMES = {CLASSIFY: "classify", MARK: "mark", FORWARD: "forward", COUNT: "count"}
 
 CLASS_METADATA_MASK = 0xFF
 """Low metadata byte holds ``class index + 1``; 0 means "not classified"."""
@@ -25,6 +28,10 @@ CLASS_METADATA_MASK = 0xFF
 RULE_PRIORITY_BASE = 100
 MAX_RULES = 4096
 DEFAULT_CLASS_PRIORITY = 1
+LEARN_PRIORITY = 2
+"""Unclaimed TCP/UDP: default class, and learned into COUNT when detection is on."""
+OVERRIDE_PRIORITY = 50
+"""Detected elephants: above the default entries, below every operator rule."""
 MARK_IP_PRIORITY = 20
 MARK_OTHER_PRIORITY = 10
 FORWARD_PRIORITY = 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from fractions import Fraction
 
+from controller.policy.detection import detection_errors
 from controller.policy.errors import FieldError
 from controller.policy.model import Policy
 from controller.policy.units import ShareRate, format_rate
@@ -17,6 +18,11 @@ def semantic_errors(policy: Policy) -> list[FieldError]:
         *_duplicate_rule_names(policy),
         *_dscp_collisions(policy),
         *_rate_errors(policy),
+        *(
+            detection_errors(policy.detection, policy.class_names, policy.default_class)
+            if policy.detection is not None
+            else []
+        ),
     ]
 
 

@@ -19,6 +19,7 @@ from pydantic import (
     WithJsonSchema,
 )
 
+from controller.policy.detection import DetectionSpec
 from controller.policy.match import MatchSpec
 from controller.policy.units import (
     AbsoluteRate,
@@ -92,6 +93,8 @@ class Policy(BaseModel):
     default_class: Name
     rules: list[Rule] = Field(default_factory=list, max_length=4096)  # = tables.MAX_RULES
     ports: PortRates = Field(default_factory=PortRates)
+    detection: DetectionSpec | None = None
+    """Elephant detection for flows no rule claims; off when absent."""
 
     @property
     def class_names(self) -> tuple[str, ...]:

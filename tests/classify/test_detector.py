@@ -400,6 +400,21 @@ def test_a_relearned_entry_is_recognised_by_its_age_even_when_its_counter_grew(
     assert view.rate_bps == pytest.approx(2 * MIB * 8 / 0.3)
 
 
+def test_poll_time_jitter_is_not_mistaken_for_a_relearned_entry(
+    table: Any, make_detector: Any, flow: Any
+) -> None:
+    """``now`` late by up to REBIRTH_SLACK_S (a slow reply) keeps the flow's history."""
+    detector = make_detector(rate="100Mbit", for_="2s")
+    stream = table.start(flow(1), rate_mbit=200)
+    demoted = []
+    for jitter in (0.0, 0.4, 0.1, 0.45):  # polls at 0.5, 1.4, 1.6 and 2.45 s
+        table.advance(0.5)
+        demoted += detector.observe(table.samples(), table.now + jitter).demote
+    [demotion] = demoted  # the rate held since its first packet: the run was not restarted
+    assert demotion.flow == stream
+    assert demotion.latency_s == pytest.approx(2.45)
+
+
 def test_a_tracked_flow_that_left_the_table_is_forgotten(
     table: Any, make_detector: Any, flow: Any
 ) -> None:
@@ -496,7 +511,8 @@ def _scenario(table: Any, detector: Detector, flow: Any) -> list[Decisions]:
             size = rng.choice((4 * KIB, 64 * KIB, 30 * MIB))
             table.start(flow(step * 20 + index), rate_mbit=rng.uniform(1, 300), size=size)
         polls += table.run(detector, 0.5)
-    return polls + table.run(detector, 40)
+    polls += table.run(detector, 40)
+    return polls
 
 
 def test_same_polls_same_decisions(new_table: Any, make_detector: Any, flow: Any) -> None:
@@ -574,8 +590,12 @@ def test_flow_views_for_publishing(table: Any, make_detector: Any, flow: Any) ->
     assert views[bulk].first_seen == 0 and views[bulk].last_seen == 3.5
     assert views[mouse].rate_bps == 0  # 10 KiB sent within the first poll
     assert views[mouse].first_seen == 1.0 and views[mouse].last_seen == 1.5
-    assert [view.flow for view in detector.flows(limit=1)] == [bulk]
     assert [view.flow for view in detector.flows()] == [bulk, mouse, idle]
+    assert [view.flow for view in detector.flows(limit=1)] == [bulk]
+    # Only the bulk flow moved at the last poll; the idle ones fill up by size.
+    assert detector.flows(limit=2) == detector.flows()[:2]
+    assert detector.flows(limit=10) == detector.flows()
+    assert detector.flows(limit=0) == []
     assert detector.view(flow(99)) is None
 
 

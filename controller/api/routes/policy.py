@@ -154,16 +154,30 @@ def _rollback(services: Services, version: int, options: WriteOptions) -> Policy
     )
 
 
+def _announce(services: Services, stored: PolicyVersion) -> None:
+    """Record the new version on the events stream, next to the jobs and reclassifications."""
+    services.events.append(
+        "policy",
+        {
+            "version": stored.version,
+            "author": stored.author,
+            "comment": stored.comment,
+            "rollback_of": stored.rollback_of,
+        },
+    )
+
+
 async def _written(
     services: Services, stored: PolicyVersion, options: WriteOptions, response: Response
 ) -> PolicyOut:
-    """The answer to a write that is stored: after the wait, if asked, with the applied map.
+    """The answer to a write that is stored: announced, after the wait if asked, and applied.
 
     Redis failing from here on must not hide that the version exists: the 503
     then names it (and carries its ETag), so a client does not write it twice.
     """
     etag = f'"{stored.version}"'
     try:
+        await run_in_threadpool(_announce, services, stored)
         if options.wait:
             await wait_applied(services, stored.version, options.timeout_s)
         applied = await run_in_threadpool(services.live_applied)

@@ -1,0 +1,78 @@
+"""End to end: no rule names either side, and flowlane still isolates inference.
+
+Training is iperf3 on its default port and inference the load generator on
+a port no rule mentions (``policies/examples/detection.yaml`` has no rules).
+Every flow starts in the latency class; the training flows are detected by
+their bytes and moved to the training class by exact-match overrides, and
+inference latency under load stays far below the FIFO baseline measured in
+the same run.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import isolation
+import pytest
+
+pytestmark = pytest.mark.mininet
+
+# Training runs 3 s before inference is measured: until a flow has sent the policy's 1 MiB
+# and been detected, it shares the latency queue (the price of knowing no flow sizes).
+CONFIG = isolation.ScenarioConfig(idle_s=3.0, loaded_s=6.0, ramp_s=3.0, inference_rate=200.0)
+MODES = {
+    "flowlane": isolation.POLICIES / "detection.yaml",
+    "fifo": isolation.POLICIES / "fifo.yaml",
+}
+DEMOTION = re.compile(r"tcp (\S+):(\d+) > (\S+):(\d+) inference -> training \(bytes, ([\d.]+) s")
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, isolation.ModeResult], str]:
+    workdir: Path = tmp_path_factory.mktemp("detection")
+    results = {r.mode: r for r in isolation.run(MODES, CONFIG, workdir)}
+    log = (workdir / "controller-flowlane.log").read_text()
+    for result in results.values():
+        print(
+            f"{result.mode}: loaded p99 {result.loaded['latency_ms']['p99']:.2f} ms,"
+            f" goodput {result.goodput_bps / 1e6:.1f} Mbit/s, class bytes {result.class_bytes}"
+        )
+    return results, log
+
+
+def test_training_flows_are_detected_and_demoted(
+    run: tuple[dict[str, isolation.ModeResult], str],
+) -> None:
+    _, log = run
+    demoted = DEMOTION.findall(log)
+    print("\n".join(" ".join(d) for d in demoted))
+    training_ports = {str(isolation.TRAINING_PORT + i) for i in range(CONFIG.training_senders)}
+    assert {dport for _, _, _, dport, _ in demoted} >= training_ports
+
+
+def test_inference_flows_are_never_demoted(
+    run: tuple[dict[str, isolation.ModeResult], str],
+) -> None:
+    _, log = run
+    for _, sport, _, dport, _ in DEMOTION.findall(log):
+        assert str(isolation.INFERENCE_PORT) not in (sport, dport)
+
+
+def test_training_traffic_ends_up_in_the_training_queue(
+    run: tuple[dict[str, isolation.ModeResult], str],
+) -> None:
+    flowlane = run[0]["flowlane"]
+    total = sum(flowlane.class_bytes.values())
+    # the first MiB of each flow travels as inference before detection moves it
+    assert flowlane.class_bytes["training"] > 0.8 * total
+    assert flowlane.goodput_ratio > 0.85
+
+
+def test_inference_latency_stays_far_below_fifo(
+    run: tuple[dict[str, isolation.ModeResult], str],
+) -> None:
+    results = run[0]
+    flowlane, fifo = results["flowlane"], results["fifo"]
+    assert flowlane.loaded["errors"] == 0
+    assert flowlane.loaded["latency_ms"]["p99"] * 2.5 < fifo.loaded["latency_ms"]["p99"]
