@@ -39,6 +39,7 @@ from controller.pipeline.flows import InstalledFlow
 from controller.pipeline.planner import plan_switch
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.detection import DetectionSpec
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.qos.plan import PortQos
@@ -120,6 +121,13 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         )
         for dpid in self._dpids():
             hub.spawn(self._sync, dpid, f"policy version {version}")
+
+    def set_jobs(self, jobs: tuple[JobSpec, ...]) -> None:
+        """New set of registered jobs: re-plan every switch (only job entries change)."""
+        self.settings.jobs = jobs
+        LOG.info("jobs: %s", ", ".join(job.name for job in jobs) or "none")
+        for dpid in self._dpids():
+            hub.spawn(self._sync, dpid, "jobs")
 
     def _dpids(self) -> list[int]:
         with self._sessions_lock:
@@ -396,7 +404,10 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             session.installed = [messages.installed_flow(s) for s in stats]
         ports, installed = session.ports, session.installed
         plan = plan_switch(
-            active.policy, {port.name: port.number for port in ports}, session.overrides
+            active.policy,
+            {port.name: port.number for port in ports},
+            session.overrides,
+            self.settings.jobs,
         )
         diff = diff_flows(installed, plan.flows)
         if not diff.empty:

@@ -19,22 +19,26 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+from pydantic import ValidationError
 
 from controller.classify.flows import ETH_TYPE_IPV6, FlowState, FlowView
 from controller.openflow.observer import Reclassification, SyncReport
 from controller.policy.errors import PolicyError
+from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError, VersionConflictError
 from controller.store.events import EventStore
 from controller.store.flows import FlowRecord, FlowStore
+from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
 
 LOG = logging.getLogger("flowlane.redis")
 
 ApplyPolicy = Callable[[Policy, int], None]
+ApplyJobs = Callable[[tuple[JobSpec, ...]], None]
 
 
 def _address_text(eth_type: int, value: int) -> str:
@@ -93,6 +97,9 @@ class RedisLink:
         self.switches = SwitchStore(self._client, prefix)
         self.events = EventStore(self._client, prefix)
         self.flows = FlowStore(self._client, prefix)
+        self.jobs = JobStore(self._client, prefix)
+        self._jobs: tuple[JobSpec, ...] | None = None
+        self._apply_jobs: ApplyJobs | None = None
         self.controller_id = controller_id
         self._heartbeat_s = heartbeat_s
         self._max_backoff_s = max_backoff_s
@@ -148,9 +155,10 @@ class RedisLink:
 
     # ---- the follower thread ---------------------------------------------------
 
-    def run(self, apply: ApplyPolicy) -> None:
-        """Follow policy versions until ``stop``; never raises."""
+    def run(self, apply: ApplyPolicy, apply_jobs: ApplyJobs | None = None) -> None:
+        """Follow policy versions (and registered jobs) until ``stop``; never raises."""
         self._apply = apply
+        self._apply_jobs = apply_jobs
         backoff = 0.1
         while not self._stopping.is_set():
             try:
@@ -179,7 +187,7 @@ class RedisLink:
     def _follow(self) -> None:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
         try:
-            pubsub.subscribe(self.policies.channel)
+            pubsub.subscribe(self.policies.channel, self.jobs.channel)
             if not self._healthy:
                 LOG.info("Redis is back")
                 self._healthy = True
@@ -196,10 +204,14 @@ class RedisLink:
                     # pub/sub is fire-and-forget: a message lost to a
                     # reconnect must not leave a switch on an old version.
                     self._catch_up()
+                    self._refresh_jobs()  # also how expired jobs leave the switches
                     next_beat = now + self._heartbeat_s
                 message = pubsub.get_message(timeout=min(0.5, self._heartbeat_s))
                 if message is not None and message.get("type") == "message":
-                    self._on_announcement(str(message["data"]))
+                    if message.get("channel") == self.jobs.channel:
+                        self._refresh_jobs()
+                    else:
+                        self._on_announcement(str(message["data"]))
         finally:
             pubsub.close()
 
@@ -210,6 +222,19 @@ class RedisLink:
             LOG.warning("ignoring malformed policy announcement %r", data)
             return
         self._load(version)
+
+    def _refresh_jobs(self) -> None:
+        jobs = []
+        for record in self.jobs.all():
+            try:
+                jobs.append(JobSpec.from_document(record.name, record.document))
+            except ValidationError as exc:
+                LOG.error("job %s in Redis does not validate; ignored: %s", record.name, exc)
+        current = tuple(jobs)
+        if current != self._jobs:
+            self._jobs = current
+            if self._apply_jobs is not None:
+                self._apply_jobs(current)
 
     def _catch_up(self) -> None:
         version = self.policies.active_version()

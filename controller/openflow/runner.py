@@ -58,7 +58,7 @@ def run_controller(
     services = manager.instantiate_apps(flowlane=settings, **contexts)
     app = manager.applications[APP_NAME]
     if redis_link is not None:
-        hub.spawn(redis_link.run, app.set_policy)
+        hub.spawn(redis_link.run, app.set_policy, app.set_jobs)
     if reload_policy is not None:
 
         def _reload(_signum: int, _frame: FrameType | None) -> None:

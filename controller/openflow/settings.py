@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import SwitchObserver
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Ovsdb
 
@@ -31,3 +32,5 @@ class ControllerSettings:
     """How often every switch is checked against its plan (flows, queues, tc filters)."""
     reply_timeout_s: float = 10.0
     manage_qos: bool = True
+    jobs: tuple[JobSpec, ...] = ()
+    """Registered jobs (from Redis); planned above the policy's rules."""

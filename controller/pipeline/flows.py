@@ -89,6 +89,8 @@ class Owner(IntEnum):
     """Counting entries OVS learns itself (table COUNT); never planned, never diffed."""
     DETECTOR = 5
     """Exact-match overrides of detected elephants."""
+    JOB = 6
+    """Entries of registered jobs (their endpoints' flows)."""
 
 
 COOKIE_TAG = 0xF1

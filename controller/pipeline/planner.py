@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from controller.classify.flows import FlowId
@@ -19,6 +19,7 @@ from controller.pipeline.flows import (
     FlowEntry,
     GotoTable,
     Learn,
+    Match,
     MatchField,
     Output,
     Owner,
@@ -30,7 +31,14 @@ from controller.pipeline.flows import (
     owner_cookie,
 )
 from controller.pipeline.rules import UnresolvedPortError, expand_match
-from controller.policy.match import ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_TCP, IP_PROTO_UDP
+from controller.policy.jobs import JobSpec
+from controller.policy.match import (
+    ETH_TYPE_IPV4,
+    ETH_TYPE_IPV6,
+    IP_PROTO_TCP,
+    IP_PROTO_UDP,
+    MatchSpec,
+)
 from controller.policy.model import Policy
 
 
@@ -206,10 +214,53 @@ def forwarding_flows() -> list[FlowEntry]:
     ]
 
 
+def job_flows(policy: Policy, jobs: Sequence[JobSpec]) -> list[FlowEntry]:
+    """Entries classifying every flow between a job's endpoints before its first byte.
+
+    For each ordered pair of endpoints (a, b): traffic from a to b, limited to
+    b's ports (TCP and UDP, with their replies) when b names ports.  A job whose
+    class the policy lacks is skipped (the API refuses those; a policy change
+    can orphan one).
+    """
+    flows: list[FlowEntry] = []
+    for index, job in enumerate(sorted(jobs, key=lambda j: j.name)):
+        if job.traffic_class not in policy.classes:
+            continue
+        instructions = _classify_to(policy, job.traffic_class)
+        priority = tables.job_priority(index)
+        matches: dict[Match, None] = {}
+        for source in job.endpoints:
+            for target in job.endpoints:
+                pair: dict[str, object] = {
+                    "ipv4_src": str(source.ipv4),
+                    "ipv4_dst": str(target.ipv4),
+                }
+                if target.ports is None:
+                    specs = [MatchSpec.model_validate(pair)]
+                else:
+                    ports = [f"{low}-{high}" for low, high in target.ports]
+                    specs = [
+                        MatchSpec.model_validate({**pair, "tcp_dst": ports}),
+                        MatchSpec.model_validate({**pair, "udp_dst": ports}),
+                    ]
+                # Replies of flows to a target's ports share the class; a target
+                # without ports takes any flow from the others (its mirror would
+                # lift the other endpoints' port limits).
+                mirror = target.ports is not None
+                for spec in specs:
+                    matches.update(dict.fromkeys(expand_match(spec, {}, bidirectional=mirror)))
+        flows.extend(
+            FlowEntry(tables.CLASSIFY, priority, match, instructions, Owner.JOB)
+            for match in matches
+        )
+    return flows
+
+
 def plan_switch(
     policy: Policy,
     port_numbers: Mapping[str, int],
     overrides: Mapping[FlowId, str] | None = None,
+    jobs: Sequence[JobSpec] = (),
 ) -> SwitchPlan:
     """The whole pipeline for one switch, given its ports (name → OpenFlow number).
 
@@ -218,9 +269,9 @@ def plan_switch(
     ports its rules name.
     """
     base = _base_plan(policy, port_numbers)
-    if not overrides:
+    if not overrides and not jobs:
         return base
-    extra = override_flows(policy, overrides)
+    extra = [*job_flows(policy, jobs), *override_flows(policy, overrides or {})]
     return SwitchPlan((*base.flows, *extra), base.unresolved_rules)
 
 

@@ -44,3 +44,14 @@ def class_metadata(class_index: int) -> int:
 def rule_priority(index: int) -> int:
     """Rule ``index`` (0 first) gets the highest priority left: first match wins."""
     return RULE_PRIORITY_BASE + MAX_RULES - index
+
+
+JOB_PRIORITY_BASE = 5000
+MAX_JOBS = 1000
+"""Registered jobs sit above every operator rule: a scheduler naming the exact hosts of a
+training run knows more about those flows than a port rule does."""
+
+
+def job_priority(index: int) -> int:
+    """Job ``index`` in name order; two jobs covering one flow resolve by name, stably."""
+    return JOB_PRIORITY_BASE + MAX_JOBS - min(index, MAX_JOBS - 1)

@@ -61,12 +61,18 @@ def format_ports(ranges: tuple[PortRange, ...]) -> list[int | str]:
     return [low if low == high else f"{low}-{high}" for low, high in ranges]
 
 
+_QUAD = r"[0-9]{1,3}(\.[0-9]{1,3}){3}"
+_IPV4_PATTERN = rf"^{_QUAD}(/([0-9]{{1,2}}|{_QUAD}))?$"
+"""What ``ipaddress`` parses: an address, with a prefix length or a netmask (documentation)."""
+_DURATION_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([mM][sS]|[sSmMhH])\s*$"
+
 Ipv4Field = Annotated[
     Ipv4Net,
     PlainSerializer(str),
     WithJsonSchema(
         {
             "type": "string",
+            "pattern": _IPV4_PATTERN,
             "examples": ["10.0.0.0/24", "10.0.0.5"],
             "description": "An IPv4 network in CIDR notation (a bare address is a /32)",
         }
@@ -98,7 +104,7 @@ TtlField = Annotated[
     WithJsonSchema(
         {
             "anyOf": [
-                {"type": "string", "examples": ["30s", "10m", "1h"]},
+                {"type": "string", "pattern": _DURATION_PATTERN, "examples": ["30s", "10m", "1h"]},
                 {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_TTL_S},
             ],
             "description": "How long the job lasts unless registered again: ms, s, m or h,"

@@ -40,9 +40,22 @@ from schemathesis.specs.openapi.checks import (
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
-from controller.store.switches import SwitchStore
+from controller.policy.jobs import JobSpec
+from controller.store.events import EventStore
+from controller.store.flows import FlowRecord, FlowStore
+from controller.store.jobs import JobStore
+from controller.store.policies import PolicyStore
+from controller.store.switches import SwitchReport, SwitchStore
 
 MAX_EXAMPLES = 30
+JOB: dict[str, Any] = {
+    "class": "training",
+    "endpoints": [{"ipv4": "10.0.0.0/24", "ports": [4791, "8000-8010"]}, {"ipv4": "10.0.1.7"}],
+}
+FLOW = FlowRecord(
+    "000000000000002a", 0x0800, 17, "10.0.0.1", "10.0.0.2", 5000, 4791,
+    "training", "job:fuzz", 10**9, 8e8, 1000.0, 1010.0,
+)  # fmt: skip
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
@@ -72,18 +85,41 @@ CASES = _cases()
 
 
 @pytest.fixture
-def api_schema(redis_client: redis.Redis, settings: ApiSettings) -> Any:
-    """The app in its normal state: Redis up and a controller beating.
+def api_schema(redis_client: redis.Redis, settings: ApiSettings, document: dict[str, Any]) -> Any:
+    """The app in its normal state: Redis up, a controller beating, a policy, data to read.
 
     /readyz answers 503 by design without a heartbeat; with one, any 5xx is a bug.
+    A job, flows and events make the read routes answer with real bodies, so their
+    schemas are checked against more than empty lists.
     """
-    SwitchStore(redis_client).heartbeat("fuzz-controller", now=time.time() + 3600)
+    switches = SwitchStore(redis_client)
+    switches.heartbeat("fuzz-controller", now=time.time() + 3600)
+    switches.report(SwitchReport(0x2A, "fuzz-controller", time.time(), 1))
+    PolicyStore(redis_client).put(document, author="fuzz")
+    job = JobSpec.model_validate({**JOB, "name": "fuzz"})
+    JobStore(redis_client).put(job.name, job.document(), job.ttl)
+    FlowStore(redis_client).publish(0x2A, [FLOW])
+    events = EventStore(redis_client)
+    events.append("job", {"name": "fuzz", "op": "registered"})
+    events.append("reclassified", {"switch": FLOW.switch, "to": "training"})
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(settings))
 
 
+def _known_class(case: schemathesis.Case) -> None:
+    """Positive job bodies name a class of the stored policy, so some get stored (201).
+
+    Random class names would all be refused by the class check (422), and the
+    write path would never run under the fuzzer.
+    """
+    if case.method == "POST" and case.path == "/v1/jobs" and isinstance(case.body, dict):
+        case.body["class"] = "training"
+
+
 def test_every_operation_is_fuzzed() -> None:
-    assert len({(method, path) for method, path, _ in CASES}) == 9
-    assert len(CASES) == 9 + 4  # PUT, plan, history and rollback take input; nothing else does
+    assert len({(method, path) for method, path, _ in CASES}) == 15
+    # Input: PUT, plan, history, rollback; POST /v1/jobs, GET and DELETE /v1/jobs/{name},
+    # /v1/flows, /v1/events. Nothing else takes any.
+    assert len(CASES) == 15 + 9
 
 
 @pytest.mark.parametrize(
@@ -103,6 +139,8 @@ def test_no_input_makes_a_server_error(
         suppress_health_check=list(HealthCheck),
     )
     def fuzz(case: schemathesis.Case) -> None:
+        if mode is GenerationMode.POSITIVE:
+            _known_class(case)
         case.call_and_validate(checks=CHECKS)
 
     fuzz()

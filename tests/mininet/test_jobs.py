@@ -1,0 +1,111 @@
+"""End to end: a registered job classifies its flows before their first byte.
+
+Under the whole stack with the detection policy (no rules), a job names a
+training sender and the server's port 5201. A short iperf3 transfer (far
+below the detection threshold) then travels as training from its very first
+packet: the SYN seen on the server carries the training DSCP, and the bytes
+land in the training queue of the bottleneck without any detection event.
+Deleting the job removes its entries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import harness
+import httpx
+import isolation
+import pytest
+from topologies import SWITCH, SingleSwitchTopo
+
+from controller.pipeline.flows import Owner, cookie_owner
+
+pytestmark = pytest.mark.mininet
+
+FIRST_PACKET = Path(isolation.__file__).resolve().parent / "first_packet.py"
+
+
+def job_entries() -> int:
+    return sum(cookie_owner(c) is Owner.JOB for c in harness.ofctl_cookies(SWITCH))
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, object]]:
+    harness.check_prerequisites()
+    workdir = tmp_path_factory.mktemp("jobs")
+    ofp_port = harness.free_port()
+    policy = isolation.POLICIES / "detection.yaml"
+    with (
+        harness.stack(policy, workdir / "stack.log", ofp_port) as stack,
+        harness.network(SingleSwitchTopo(training_senders=1, inference_clients=1), ofp_port) as net,
+    ):
+        sender, server = net.get("train1"), net.get("server")
+        job = {
+            "name": "llama-finetune",
+            "class": "training",
+            "endpoints": [
+                {"ipv4": f"{sender.IP()}/32"},
+                {"ipv4": f"{server.IP()}/32", "ports": [isolation.TRAINING_PORT]},
+            ],
+            "ttl": "10m",
+        }
+        created = httpx.post(f"{stack.api}/v1/jobs", json=job, timeout=10)
+        assert created.status_code == 201, created.text
+        harness.wait_for("the job's entries on the switch", lambda: job_entries() > 0, 15)
+        iperf = harness.host_popen(
+            server, ["iperf3", "-s", "-1", "-p", str(isolation.TRAINING_PORT)]
+        )
+        capture = harness.host_popen(
+            server, [harness.PYTHON, str(FIRST_PACKET), "--port", str(isolation.TRAINING_PORT)]
+        )
+        try:
+            assert capture.stdout is not None and "capturing" in capture.stdout.readline()
+            before = isolation._tc_class_bytes("s1-eth3")
+            transfer = harness.host_popen(
+                sender,
+                [
+                    "iperf3",
+                    "-c",
+                    server.IP(),
+                    "-p",
+                    str(isolation.TRAINING_PORT),
+                    "-n",
+                    "200K",
+                    "-J",
+                ],
+            )
+            transfer.communicate(timeout=30)
+            first, _ = capture.communicate(timeout=30)
+            after = isolation._tc_class_bytes("s1-eth3")
+        finally:
+            for process in (iperf, capture):
+                harness.stop_process(process)
+        deleted = httpx.delete(f"{stack.api}/v1/jobs/llama-finetune", timeout=10)
+        harness.wait_for("the job's entries to go", lambda: job_entries() == 0, 15)
+        yield {
+            "first": json.loads(first),
+            "training_bytes": after.get("1:2", 0) - before.get("1:2", 0),
+            "inference_bytes": after.get("1:1", 0) - before.get("1:1", 0),
+            "deleted": deleted.status_code,
+            "log": stack.log(),
+        }
+
+
+def test_the_first_packet_already_carries_the_training_dscp(outcome: dict[str, object]) -> None:
+    assert outcome["first"] == {"dscp": 26, "port": isolation.TRAINING_PORT}
+
+
+def test_the_transfer_uses_the_training_queue_without_detection(
+    outcome: dict[str, object],
+) -> None:
+    training, inference = outcome["training_bytes"], outcome["inference_bytes"]
+    assert isinstance(training, int) and isinstance(inference, int)
+    assert training > 200_000
+    assert training > 10 * inference
+    assert "inference -> training" not in str(outcome["log"])
+
+
+def test_deleting_the_job_removes_its_entries(outcome: dict[str, object]) -> None:
+    assert outcome["deleted"] == 204
