@@ -173,14 +173,17 @@ class Detector:
         special: list[tuple[_Track, CounterSample]] = []
         candidates: list[tuple[_Track, FlowId]] = []
         get = self._tracks.get
+        # Samples are read by index (flow 0, bytes 1, age_s 3): unpacking a tuple subclass
+        # takes CPython's slow path, and this loop runs for every entry of every poll.
         for sample in batch:
-            flow, octets, _, age = sample
+            flow = sample[0]
             track = get(flow)
             if track is None:
                 fresh.append(sample)
                 continue
             track.seen = poll
-            if reborn_before - age > track.cutoff:  # re-learned, or an elephant
+            octets = sample[1]
+            if reborn_before - sample[3] > track.cutoff:  # re-learned, or an elephant
                 special.append((track, sample))
             elif octets != track.bytes:
                 delta = octets - track.bytes

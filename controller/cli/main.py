@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from controller.cli import policy
+from controller.cli import jobs, policy
 from controller.cli.api import api
 from controller.cli.controller import controller
+from controller.cli.flows import events, flows
 from controller.cli.remote import switches
 from controller.cli.up import up
 
@@ -16,7 +17,10 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(policy.app, name="policy")
+app.add_typer(jobs.app, name="jobs")
 app.command()(controller)
 app.command()(api)
 app.command()(switches)
+app.command()(flows)
+app.command()(events)
 app.command()(up)

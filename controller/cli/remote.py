@@ -3,7 +3,8 @@
 Every failure the API or the network can produce becomes an ``ApiCallError``
 with a message written for an operator and an exit code a script can test:
 
-- 1: the API refused the request (invalid policy, version conflict, unknown version)
+- 1: the API refused the request (invalid policy or job, version conflict, unknown version
+  or job, a job while no policy exists)
 - 3: the API is unreachable, or answers that Redis is (503)
 - 4: the policy is stored and active, but some switches did not confirm it in time (504)
 
@@ -13,9 +14,11 @@ with a message written for an operator and an exit code a script can test:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import httpx
 import typer
@@ -103,7 +106,7 @@ def failure_of(response: httpx.Response) -> ApiCallError:
         return ApiCallError(
             f"{detail}; not confirmed by: {pending}", EXIT_NOT_APPLIED, status, body
         )
-    if status == 404:
+    if status in (404, 409):  # no such thing; no policy yet to check a job against
         return ApiCallError(detail, EXIT_REJECTED, status, body)
     return ApiCallError(f"API error {status}: {detail}", EXIT_REJECTED, status, body)
 
@@ -138,6 +141,8 @@ class ApiClient:
                 " (is `flowlane api` running? --api or $FLOWLANE_API sets its URL)",
                 EXIT_UNAVAILABLE,
             ) from None
+        if response.status_code == 204:
+            return None  # DELETE /v1/jobs/{name}: done, nothing to say
         if response.is_success:
             body = _body(response)
             if body is None:
@@ -180,6 +185,21 @@ class ApiClient:
             params=write.params,
             timeout_s=write.http_timeout_s,
         )
+
+    def add_job(self, document: object) -> Any:
+        return self.request("POST", "/v1/jobs", content=encode(document), headers=_JSON)
+
+    def jobs(self) -> Any:
+        return self.request("GET", "/v1/jobs")
+
+    def delete_job(self, name: str) -> None:
+        self.request("DELETE", f"/v1/jobs/{quote(name, safe='')}")
+
+    def flows(self, params: dict[str, str | int]) -> Any:
+        return self.request("GET", "/v1/flows", params=params)
+
+    def events(self, params: dict[str, str | int]) -> Any:
+        return self.request("GET", "/v1/events", params=params)
 
 
 _JSON = {"Content-Type": "application/json"}
@@ -231,6 +251,28 @@ def report_failure(failure: ApiCallError, *, as_json: bool, source: str = "polic
         print_policy_error(PolicyError(failure.errors, source))
     else:
         err.print(f"[bold red]error[/]: {failure.message}", highlight=False)
+    return typer.Exit(failure.exit_code)
+
+
+def report_request_failure(
+    failure: ApiCallError,
+    *,
+    as_json: bool,
+    what: str,
+    hint: Callable[[FieldError], str] | None = None,
+) -> typer.Exit:
+    """``report_failure`` for requests that are not policies: ``invalid job x: 1 error(s)``.
+
+    ``hint`` may add a few words to an error line (the option it came from).
+    """
+    if not failure.errors:
+        return report_failure(failure, as_json=as_json)
+    if as_json and failure.body is not None:
+        print_json(failure.body)
+    err.print(f"[bold red]invalid {what}[/]: {len(failure.errors)} error(s)", highlight=False)
+    for error in failure.errors:
+        extra = hint(error) if hint is not None else ""
+        err.print(f"  [cyan]{error.path}[/]: {error.message}{extra}", highlight=False)
     return typer.Exit(failure.exit_code)
 
 

@@ -163,6 +163,13 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             session.detector = Detector(spec, policy.ports.rate.bps)
             session.detector_spec = spec
             session.overrides = {}
+            if session.bridge is not None and self.settings.manage_qos:
+                try:
+                    self.settings.ovsdb.limit_flow_table(
+                        session.bridge.name, tables.COUNT, spec.max_tracked
+                    )
+                except OvsdbError as exc:
+                    LOG.error("switch %s: counting table not capped: %s", tag, exc.detail)
         started = time.monotonic()
         datapath = session.datapath
         parser, ofproto = datapath.ofproto_parser, datapath.ofproto

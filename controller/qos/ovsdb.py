@@ -262,3 +262,40 @@ class Ovsdb:
         if args:
             self._run(args, freed)
         return freed
+
+    def flow_table_limit(self, bridge: str, table_id: int) -> int | None:
+        for row in self._table("bridge", "name,flow_tables"):
+            if row["name"] == bridge and isinstance(row["flow_tables"], dict):
+                uuid = row["flow_tables"].get(table_id)
+                for table in self._table("flow_table", "_uuid,flow_limit"):
+                    if uuid and table["_uuid"] == uuid and isinstance(table["flow_limit"], int):
+                        return int(table["flow_limit"])
+        return None
+
+    def limit_flow_table(self, bridge: str, table_id: int, limit: int) -> bool:
+        """Cap an OpenFlow table (the counting table), OVS evicting the oldest entries.
+
+        Without it a flood of new flows would grow the learned table without
+        bound; with eviction a full table drops counting entries, never
+        forwarding ones.  True when the limit was (re)written.
+        """
+        if self.flow_table_limit(bridge, table_id) == limit:
+            return False
+        self._run(
+            [
+                "--",
+                "--id=@table",
+                "create",
+                "flow_table",
+                f"flow_limit={limit}",
+                "overflow_policy=evict",
+                "name=flowlane-count",
+                "--",
+                "set",
+                "bridge",
+                bridge,
+                f"flow_tables:{table_id}=@table",
+            ],
+            [bridge],
+        )
+        return True

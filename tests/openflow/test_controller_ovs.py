@@ -223,3 +223,32 @@ def test_ovsdb_failure_is_logged_with_the_port_and_retried(
         assert ctl.process.poll() is None, "controller died on an OVSDB failure"
         marker.unlink()
         harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=20)
+
+
+DETECTION_POLICY = (
+    POLICY_A
+    + """
+detection:
+  interval: 200ms
+  elephant: {bytes: 1MiB, class: training}
+  release_after: 2s
+  max_tracked: 5000
+"""
+)
+
+
+def test_detection_learns_into_a_capped_counting_table(bridge: OvsBridge, tmp_path: Path) -> None:
+    """Learning entries are planned, and OVS caps the counting table (evicting, not failing)."""
+    policy_file = write_policy(tmp_path, "d.yaml", DETECTION_POLICY, bridge)
+    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        assert "learn(table=3" in sh("ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge.name)
+        harness.wait_for(
+            "the counting table limit",
+            lambda: (
+                "flow_limit=5000" in sh("ovs-vsctl", "list", "flow_table").replace(" ", "")
+                and bridge.name in sh("ovs-vsctl", "--columns=name,flow_tables", "list", "bridge")
+            ),
+            10,
+        )
+        assert ctl.problems() == []
