@@ -173,6 +173,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         started = time.monotonic()
         datapath = session.datapath
         parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        # The switch dates entries (``duration``) when it answers, right after we ask;
+        # taking ``now`` after decoding would shift every flow's start by the decode time.
+        now = started
         stats = self._request(
             datapath,
             parser.OFPFlowStatsRequest(
@@ -192,7 +195,6 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             if flow is not None:
                 age = entry.duration_sec + entry.duration_nsec / 1e9
                 samples.append(CounterSample(flow, entry.byte_count, entry.packet_count, age))
-        now = time.monotonic()
         decisions = session.detector.observe(samples, now)
         metrics = self.settings.metrics
         metrics.detection_poll_seconds.observe(time.monotonic() - started)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import jsonschema_rs
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -298,3 +300,54 @@ def test_jobs_recover_when_redis_comes_up(
     assert down_client.put("/v1/policy", json=document).status_code == 200
     assert down_client.post("/v1/jobs", json=JOB).status_code == 201
     assert [j["name"] for j in down_client.get("/v1/jobs").json()["jobs"]] == ["train-1"]
+
+
+# --------------------------------------------------------------------------------------------
+# OpenAPI
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def job_schema(client: TestClient) -> dict[str, Any]:
+    operation = client.get("/openapi.json").json()["paths"]["/v1/jobs"]["post"]
+    body = operation["requestBody"]
+    assert body["required"] is True
+    schema: dict[str, Any] = body["content"]["application/json"]["schema"]
+    return schema
+
+
+def test_the_job_body_is_documented_inline(job_schema: dict[str, Any]) -> None:
+    assert "$ref" not in json.dumps(job_schema)  # nothing to dangle
+    assert job_schema["required"] == ["name", "class", "endpoints"]
+    endpoint = job_schema["properties"]["endpoints"]["items"]
+    assert endpoint["required"] == ["ipv4"]
+    assert endpoint["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "job",
+    [
+        JOB,
+        {**JOB, "ttl": 90},
+        {**JOB, "ttl": "1.5s"},
+        {**JOB, "endpoints": [{"ipv4": "10.0.0.0/255.255.255.0", "ports": "8000-8010"}]},
+        {**JOB, "endpoints": [{"ipv4": "10.0.0.5", "ports": [22, "8000-8010"]}]},
+        {**JOB, "endpoints": [{"ipv4": "10.0.0.5", "ports": None}]},
+    ],
+)
+def test_accepted_jobs_conform_to_the_documented_schema(
+    job_schema: dict[str, Any], with_policy: TestClient, job: dict[str, Any]
+) -> None:
+    """The schema must not be stricter than what the API accepts."""
+    assert with_policy.post("/v1/jobs", json=job).status_code == 201
+    assert jsonschema_rs.Draft202012Validator(job_schema).is_valid(job)
+
+
+def test_job_statuses_are_documented(client: TestClient) -> None:
+    paths = client.get("/openapi.json").json()["paths"]
+    assert sorted(paths["/v1/jobs"]["post"]["responses"]) == ["201", "409", "422", "503"]
+    assert sorted(paths["/v1/jobs"]["get"]["responses"]) == ["200", "503"]
+    assert sorted(paths["/v1/jobs/{name}"]["get"]["responses"]) == ["200", "404", "422", "503"]
+    assert sorted(paths["/v1/jobs/{name}"]["delete"]["responses"]) == ["204", "404", "422", "503"]
+    for path in ("/v1/flows", "/v1/events"):
+        assert sorted(paths[path]["get"]["responses"]) == ["200", "422", "503"]

@@ -243,12 +243,13 @@ def test_detection_learns_into_a_capped_counting_table(bridge: OvsBridge, tmp_pa
     with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port) as ctl:
         harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
         assert "learn(table=3" in sh("ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge.name)
-        harness.wait_for(
-            "the counting table limit",
-            lambda: (
-                "flow_limit=5000" in sh("ovs-vsctl", "list", "flow_table").replace(" ", "")
-                and bridge.name in sh("ovs-vsctl", "--columns=name,flow_tables", "list", "bridge")
-            ),
-            10,
-        )
+
+        def capped() -> bool:
+            tables = sh("ovs-vsctl", "get", "bridge", bridge.name, "flow_tables").strip("{}\n ")
+            if not tables.startswith("3="):
+                return False
+            limit = sh("ovs-vsctl", "get", "flow_table", tables[2:], "flow_limit").strip()
+            return limit == "5000"
+
+        harness.wait_for("the counting table limit", capped, 10)
         assert ctl.problems() == []
