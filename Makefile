@@ -25,6 +25,8 @@ test: ovs
 bench: ovs
 	.venv/bin/python mininet/isolation.py --repeat 3 --out bench-isolation.json
 	.venv/bin/python mininet/bench_propagation.py --out bench-propagation.json
+	.venv/bin/python mininet/bench_detection.py --out bench-detection.json
+	.venv/bin/python mininet/bench_classifier.py
 
 lint: setup
 	.venv/bin/ruff check .

@@ -211,7 +211,7 @@ class FlowOut(BaseModel):
     traffic_class: str = Field(alias="class")
     why: str = Field(description="`rule:<name>`, `job:<name>`, `detected` or `default`")
     bytes: int
-    rate_bps: float
+    rate_bps: float | None = Field(description="Over the last interval; null: not measurable")
     first_seen: float = Field(description="Unix time")
     last_seen: float = Field(description="Unix time")
 

@@ -39,6 +39,10 @@ class JobStore:
         self._redis = client
         self._jobs = f"{prefix}:jobs"
         self.channel = f"{prefix}:jobs:events"
+        self._delete_if_same = client.register_script(
+            "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then"
+            " return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0"
+        )
 
     @translate_errors
     def put(
@@ -61,11 +65,10 @@ class JobStore:
 
     @translate_errors
     def delete(self, name: str) -> bool:
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hdel(self._jobs, name)
-        pipe.publish(self.channel, json.dumps({"job": name}))
-        removed, _ = pipe.execute()
-        return bool(removed)
+        removed = bool(self._redis.hdel(self._jobs, name))
+        if removed:
+            self._redis.publish(self.channel, json.dumps({"job": name}))
+        return removed
 
     @translate_errors
     def all(self, now: float | None = None) -> list[JobRecord]:
@@ -86,10 +89,13 @@ class JobStore:
     def purge(self, now: float | None = None) -> list[str]:
         """Delete expired jobs; returns their names (for the events stream)."""
         moment = now if now is not None else time.time()
-        expired = []
+        removed = []
         for name, raw in self._redis.hgetall(self._jobs).items():
-            if json.loads(text(raw))["expires_at"] <= moment:
-                expired.append(text(name))
-        for name in expired:
-            self.delete(name)
-        return expired
+            if json.loads(text(raw))["expires_at"] > moment:
+                continue
+            # Delete only the record we read: a job registered again meanwhile stays,
+            # and of two purgers racing, one reports it.
+            if self._delete_if_same(keys=[self._jobs], args=[text(name), text(raw)]):
+                self._redis.publish(self.channel, json.dumps({"job": text(name)}))
+                removed.append(text(name))
+        return removed

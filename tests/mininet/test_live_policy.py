@@ -38,14 +38,14 @@ def test_versions_advance_and_rollback_is_a_new_version(phases: list[live_policy
 
 def test_moving_inference_into_training_degrades_it(phases: list[live_policy.Phase]) -> None:
     before, moved, _ = (phase.latency["latency_ms"] for phase in phases)
-    assert moved["p50"] > 3 * before["p50"]
-    assert moved["p99"] > 2 * before["p99"]
+    assert moved["p50"] > 4 * before["p50"]
+    assert moved["p99"] > 1.3 * before["p99"]
 
 
 def test_rollback_restores_inference_latency(phases: list[live_policy.Phase]) -> None:
     _, moved, back = (phase.latency["latency_ms"] for phase in phases)
-    assert back["p50"] * 3 < moved["p50"]
-    assert back["p99"] * 2 < moved["p99"]
+    assert back["p50"] * 4 < moved["p50"]
+    assert back["p99"] * 1.3 < moved["p99"]
 
 
 def test_changes_are_confirmed_quickly(phases: list[live_policy.Phase]) -> None:

@@ -9,15 +9,18 @@ tested without Redis.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Iterable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
+from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from controller.api.errors import invalid_input
 from controller.api.routes.jobs import NAME_PATTERN
-from controller.api.schemas import ErrorOut, FlowOut, FlowsOut, ValidationErrorOut
+from controller.api.schemas import ErrorOut, FlowsOut, ValidationErrorOut
 from controller.api.services import Services, ServicesDep
 from controller.policy.errors import FieldError
 from controller.store.flows import FlowRecord
@@ -28,6 +31,8 @@ MAX_DPID = 2**64 - 1
 DPID_PATTERN = r"^(0[xX][0-9A-Fa-f]{1,16}|[0-9A-Fa-f]{1,16}|[0-9]{17,20})$"
 """Hex (16 digits or fewer, optionally ``0x``) or decimal; ``[0-9]``, not ``\\d``,
 which would also match other scripts' digits."""
+
+_FIELDS = tuple(field.name for field in dataclasses.fields(FlowRecord))
 
 router = APIRouter(prefix="/v1", tags=["flows"])
 
@@ -85,9 +90,22 @@ def select_flows(
     return kept[:limit]
 
 
+def flow_json(flow: FlowRecord) -> dict[str, Any]:
+    """``FlowRecord.to_dict`` without ``dataclasses.asdict``'s deep copy (100 000 flows: 3 s).
+
+    A rate that is not a finite number (a zero-length window) becomes null:
+    JSON has no NaN, and the response must stay valid whatever was published.
+    """
+    data = {name: getattr(flow, name) for name in _FIELDS}
+    data["class"] = data.pop("traffic_class")
+    if not math.isfinite(data["rate_bps"]):
+        data["rate_bps"] = None
+    return data
+
+
 def _flows(
     services: Services, traffic_class: str | None, dpid: str | None, min_bytes: int, limit: int
-) -> FlowsOut:
+) -> list[dict[str, Any]]:
     live = set(services.live_switches())
     if dpid is not None:
         live &= {dpid}
@@ -95,7 +113,7 @@ def _flows(
     selected = select_flows(
         records, traffic_class=traffic_class, switch=dpid, min_bytes=min_bytes, limit=limit
     )
-    return FlowsOut(flows=[FlowOut.model_validate(flow.to_dict()) for flow in selected])
+    return [flow_json(flow) for flow in selected]
 
 
 @router.get("/flows", response_model=FlowsOut, responses=_RESPONSES)
@@ -118,7 +136,7 @@ async def flows(
     limit: Annotated[
         int, Query(ge=1, le=MAX_LIMIT, description="At most this many flows, largest first")
     ] = DEFAULT_LIMIT,
-) -> FlowsOut:
+) -> JSONResponse:
     """Flows tracked on the switches of live controllers, by bytes (largest first).
 
     ``why`` says what gave a flow its class: ``rule:<name>``, ``job:<name>``,
@@ -130,4 +148,6 @@ async def flows(
             dpid = f"{parse_dpid(switch):016x}"
         except ValueError as exc:
             raise invalid_input([FieldError("query.switch", str(exc))]) from None
-    return await run_in_threadpool(_flows, services, traffic_class, dpid, min_bytes, limit)
+    flows = await run_in_threadpool(_flows, services, traffic_class, dpid, min_bytes, limit)
+    # The records are already JSON values: skip validating up to 100 000 of them again.
+    return JSONResponse({"flows": flows})
