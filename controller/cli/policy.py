@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import yaml
 from rich.table import Table
 
 from controller.cli.remote import (
@@ -31,8 +30,8 @@ from controller.cli.remote import (
 )
 from controller.cli.render import out, print_policy_error
 from controller.pipeline.planner import plan_switch
-from controller.policy.errors import FieldError, PolicyError
-from controller.policy.load import load_policy_file
+from controller.policy.errors import PolicyError
+from controller.policy.load import load_policy_file, read_document_file
 from controller.policy.units import format_rate
 from controller.qos.plan import plan_port_qos
 
@@ -91,24 +90,7 @@ def validate(file: FileArgument) -> None:
 
 def read_document(path: Path) -> object:
     """The YAML document in ``path``, unvalidated; file and YAML problems as ``PolicyError``."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise PolicyError(
-            [FieldError("(file)", f"cannot read: {exc.strerror}")], str(path)
-        ) from None
-    except UnicodeDecodeError as exc:
-        raise PolicyError(
-            [FieldError("(file)", f"not UTF-8 text (byte {exc.start}): a policy is a YAML file")],
-            str(path),
-        ) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(document)"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise PolicyError([FieldError(where, f"invalid YAML: {problem}")], str(path)) from None
+    return read_document_file(path)
 
 
 def _document_or_exit(path: Path) -> object:

@@ -65,8 +65,9 @@ def load_policy_file(path: Path) -> Policy:
     return load_policy_document(path)[0]
 
 
-def load_policy_document(path: Path) -> tuple[Policy, dict[str, Any]]:
-    """The validated policy and the document it came from (what the store keeps)."""
+def read_document_file(path: Path) -> object:
+    """The YAML document in ``path``, not yet validated (the API validates what it is sent);
+    unreadable files and YAML syntax errors become ``PolicyError``."""
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -78,7 +79,12 @@ def load_policy_document(path: Path) -> tuple[Policy, dict[str, Any]]:
             [FieldError("(file)", f"not UTF-8 text (byte {exc.start}): a policy is a YAML file")],
             str(path),
         ) from None
-    document = read_yaml(text, str(path))
+    return read_yaml(text, str(path))
+
+
+def load_policy_document(path: Path) -> tuple[Policy, dict[str, Any]]:
+    """The validated policy and the document it came from (what the store keeps)."""
+    document = read_document_file(path)
     policy = parse_policy(document, str(path))
     assert isinstance(document, dict)  # parse_policy accepted it
     return policy, document
