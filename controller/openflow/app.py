@@ -29,14 +29,14 @@ from os_ken.ofproto import ofproto_v1_3
 from controller.classify.detector import Detector
 from controller.classify.flows import CounterSample, FlowId, FlowState
 from controller.openflow import messages
-from controller.openflow.observer import PortState, Reclassification, SyncReport
+from controller.openflow.observer import ObservedFlow, PortState, Reclassification, SyncReport
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
 from controller.openflow.settings import ActivePolicy, ControllerSettings
 from controller.openflow.stats import FlowCounters, class_counters
 from controller.pipeline import tables
 from controller.pipeline.diff import FlowDiff, diff_flows
 from controller.pipeline.flows import InstalledFlow
-from controller.pipeline.planner import plan_switch
+from controller.pipeline.planner import Origin, learned_origin, plan_switch
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.detection import DetectionSpec
 from controller.policy.jobs import JobSpec
@@ -77,6 +77,8 @@ class SwitchSession:
     overrides: dict[FlowId, str] = field(default_factory=dict)
     """Detected elephants with their class; part of the plan, so syncs keep them."""
     views_published: float = 0.0
+    claimed_bytes: dict[FlowId, tuple[int, float]] = field(default_factory=dict)
+    """Bytes of rule- and job-claimed flows at the last view, for their rates."""
     reported: tuple[int | None, int, int] | None = None
     """(version, plan id, ports id) of the last report, so an unchanged switch is not re-sent."""
     """The switch's flows as of our last confirmed sync; policy changes diff against this
@@ -189,12 +191,18 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 parser.OFPMatch(),
             ),
         )
-        samples = []
+        samples, claimed = [], []
         for entry in stats:
             flow = FlowId.from_oxm(dict(entry.match.items()))
-            if flow is not None:
-                age = entry.duration_sec + entry.duration_nsec / 1e9
-                samples.append(CounterSample(flow, entry.byte_count, entry.packet_count, age))
+            if flow is None:
+                continue
+            age = entry.duration_sec + entry.duration_nsec / 1e9
+            sample = CounterSample(flow, entry.byte_count, entry.packet_count, age)
+            origin = learned_origin(entry.cookie)
+            if origin is None or origin[0] is Origin.DEFAULT:
+                samples.append(sample)  # only flows no rule or job claims can be demoted
+            else:
+                claimed.append((sample, origin))
         decisions = session.detector.observe(samples, now)
         metrics = self.settings.metrics
         metrics.detection_poll_seconds.observe(time.monotonic() - started)
@@ -247,10 +255,61 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 observer.flows_reclassified(changes)
         if now - session.views_published >= 1.0:
             session.views_published = now
-            classes = {str(FlowState.TRACKED): default, str(FlowState.ELEPHANT): elephant}
-            views = session.detector.flows(limit=2000)
+            observed = self._observed(session, claimed, now, elephant, default)
             for observer in self.settings.observers:
-                observer.flows_observed(session.dpid, views, classes)
+                observer.flows_observed(session.dpid, observed)
+
+    def _observed(
+        self,
+        session: SwitchSession,
+        claimed: list[tuple[CounterSample, tuple[Origin, int]]],
+        now: float,
+        elephant: str,
+        default: str,
+    ) -> list[ObservedFlow]:
+        """The flow view: the detector's flows, plus those a rule or job claimed (with why)."""
+        assert session.detector is not None
+        wall = time.time() - now  # monotonic → wall clock, for people
+        policy, jobs = self.settings.active.policy, sorted(self.settings.jobs, key=lambda j: j.name)
+        observed = [
+            ObservedFlow(
+                view.flow,
+                elephant if view.state is FlowState.ELEPHANT else default,
+                "detected" if view.state is FlowState.ELEPHANT else "default",
+                view.bytes,
+                view.rate_bps,
+                wall + view.first_seen,
+                wall + view.last_seen,
+            )
+            for view in session.detector.flows(limit=2000)
+        ]
+        previous, session.claimed_bytes = session.claimed_bytes, {}
+        for sample, (origin, index) in claimed:
+            if origin is Origin.RULE and index < len(policy.rules):
+                rule = policy.rules[index]
+                name, traffic_class = f"rule:{rule.name}", rule.traffic_class
+            elif origin is Origin.JOB and index < len(jobs):
+                job = jobs[index]
+                name, traffic_class = f"job:{job.name}", job.traffic_class
+            else:
+                continue  # from a policy or job set replaced since
+            before = previous.get(sample.flow)
+            rate = 0.0
+            if before is not None and sample.bytes >= before[0] and now > before[1]:
+                rate = 8 * (sample.bytes - before[0]) / (now - before[1])
+            session.claimed_bytes[sample.flow] = (sample.bytes, now)
+            observed.append(
+                ObservedFlow(
+                    sample.flow,
+                    traffic_class,
+                    name,
+                    sample.bytes,
+                    rate,
+                    wall + now - sample.age_s,
+                    wall + now,
+                )
+            )
+        return observed
 
     def _audit_loop(self) -> None:
         while True:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from controller.classify.flows import FlowId, FlowView
+from controller.classify.flows import FlowId
 from controller.pipeline.flows import FlowEntry
 from controller.qos.plan import PortQos
 
@@ -48,6 +48,20 @@ class Reclassification:
     """For a demotion: from the flow's first packet to the decision."""
 
 
+@dataclass(frozen=True)
+class ObservedFlow:
+    """One counted flow with its class and why it has it (``rule:<name>``, ``job:<name>``,
+    ``detected`` or ``default``); times are wall-clock (for people)."""
+
+    flow: FlowId
+    traffic_class: str
+    why: str
+    bytes: int
+    rate_bps: float
+    first_seen: float
+    last_seen: float
+
+
 class SwitchObserver(Protocol):
     def switch_synced(self, report: SyncReport) -> None: ...
 
@@ -55,6 +69,6 @@ class SwitchObserver(Protocol):
 
     def flows_reclassified(self, changes: list[Reclassification]) -> None: ...
 
-    def flows_observed(self, dpid: int, flows: list[FlowView], classes: dict[str, str]) -> None:
-        """Tracked flows of one switch; ``classes`` maps a flow's state to its class name."""
+    def flows_observed(self, dpid: int, flows: list[ObservedFlow]) -> None:
+        """The counted flows of one switch, for the live flow view."""
         ...

@@ -21,8 +21,8 @@ from typing import Any
 import redis
 from pydantic import ValidationError
 
-from controller.classify.flows import ETH_TYPE_IPV6, FlowState, FlowView
-from controller.openflow.observer import Reclassification, SyncReport
+from controller.classify.flows import ETH_TYPE_IPV6
+from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
 from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
@@ -288,24 +288,24 @@ class RedisLink:
         except StoreUnavailableError as exc:
             LOG.warning("%d reclassification event(s) not recorded: %s", len(changes), exc)
 
-    def flows_observed(self, dpid: int, flows: list[FlowView], classes: dict[str, str]) -> None:
+    def flows_observed(self, dpid: int, flows: list[ObservedFlow]) -> None:
         records = [
             FlowRecord(
                 switch=f"{dpid:016x}",
-                eth_type=view.flow.eth_type,
-                ip_proto=view.flow.ip_proto,
-                src=_address_text(view.flow.eth_type, view.flow.src),
-                dst=_address_text(view.flow.eth_type, view.flow.dst),
-                src_port=view.flow.src_port,
-                dst_port=view.flow.dst_port,
-                traffic_class=classes[view.state],
-                why="detected" if view.state is FlowState.ELEPHANT else "default",
-                bytes=view.bytes,
-                rate_bps=view.rate_bps,
-                first_seen=view.first_seen,
-                last_seen=view.last_seen,
+                eth_type=seen.flow.eth_type,
+                ip_proto=seen.flow.ip_proto,
+                src=_address_text(seen.flow.eth_type, seen.flow.src),
+                dst=_address_text(seen.flow.eth_type, seen.flow.dst),
+                src_port=seen.flow.src_port,
+                dst_port=seen.flow.dst_port,
+                traffic_class=seen.traffic_class,
+                why=seen.why,
+                bytes=seen.bytes,
+                rate_bps=seen.rate_bps,
+                first_seen=seen.first_seen,
+                last_seen=seen.last_seen,
             )
-            for view in flows
+            for seen in flows
         ]
         with contextlib.suppress(StoreUnavailableError):
             self.flows.publish(dpid, records)

@@ -10,6 +10,7 @@ import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import IntEnum
 
 from controller.classify.flows import FlowId
 from controller.pipeline import tables
@@ -18,6 +19,7 @@ from controller.pipeline.flows import (
     ApplyActions,
     FlowEntry,
     GotoTable,
+    Instruction,
     Learn,
     Match,
     MatchField,
@@ -27,6 +29,7 @@ from controller.pipeline.flows import (
     SetField,
     SetQueue,
     WriteMetadata,
+    cookie_owner,
     make_match,
     owner_cookie,
 )
@@ -76,8 +79,15 @@ def classification_flows(
             continue
         priority = tables.rule_priority(index)
         instructions = _classify_to(policy, rule.traffic_class)
+        cookie = learned_cookie(Origin.RULE, index)
         flows.extend(
-            FlowEntry(tables.CLASSIFY, priority, match, instructions, Owner.POLICY)
+            FlowEntry(
+                tables.CLASSIFY,
+                priority,
+                match,
+                _counted(policy, match, cookie, instructions),
+                Owner.POLICY,
+            )
             for match in matches
         )
     flows.append(
@@ -93,7 +103,49 @@ def classification_flows(
     return flows, unresolved
 
 
-LEARNED_COOKIE = owner_cookie(Owner.LEARNED)
+class Origin(IntEnum):
+    """What classified a counted flow; kept in its learned entry's cookie (``why``)."""
+
+    DEFAULT = 0
+    RULE = 1
+    JOB = 2
+
+
+def learned_cookie(origin: Origin, index: int = 0) -> int:
+    return owner_cookie(Owner.LEARNED, (int(origin) << 40) | (index & 0xFFFFFFFFFF))
+
+
+def learned_origin(cookie: int) -> tuple[Origin, int] | None:
+    """(origin, rule or job index) of a counting entry's cookie; None if not one of ours."""
+    if cookie_owner(cookie) is not Owner.LEARNED:
+        return None
+    try:
+        return Origin((cookie >> 40) & 0xFF), cookie & 0xFFFFFFFFFF
+    except ValueError:
+        return None
+
+
+LEARNED_COOKIE = learned_cookie(Origin.DEFAULT)
+
+
+def _counted(
+    policy: Policy, match: Match, cookie: int, then: tuple[Instruction, ...]
+) -> tuple[Instruction, ...]:
+    """``then``, preceded by learn + resubmit into the counting table when the match is one
+    TCP or UDP flow family and detection is on (so the flow view can say why)."""
+    if policy.detection is None:
+        return then
+    fields = {f.name: f.value for f in match}
+    eth_type, ip_proto = fields.get("eth_type"), fields.get("ip_proto")
+    if eth_type not in (ETH_TYPE_IPV4, ETH_TYPE_IPV6) or ip_proto not in (
+        IP_PROTO_TCP,
+        IP_PROTO_UDP,
+    ):
+        return then
+    assert eth_type is not None and ip_proto is not None
+    idle = max(1, math.ceil(policy.detection.release_after))
+    learn = Learn(tables.COUNT, eth_type, ip_proto, idle, cookie)
+    return (ApplyActions((learn, Resubmit(tables.COUNT))), *then)
 
 
 def learning_flows(policy: Policy) -> list[FlowEntry]:
@@ -218,9 +270,11 @@ def job_flows(policy: Policy, jobs: Sequence[JobSpec]) -> list[FlowEntry]:
     """Entries classifying every flow between a job's endpoints before its first byte.
 
     For each ordered pair of endpoints (a, b): traffic from a to b, limited to
-    b's ports (TCP and UDP, with their replies) when b names ports.  A job whose
-    class the policy lacks is skipped (the API refuses those; a policy change
-    can orphan one).
+    b's ports (TCP and UDP, with their replies) when b names ports.  TCP and
+    UDP entries also count their flows (with detection on) so the flow view
+    can name the job; other IP traffic between the endpoints gets an entry one
+    priority below.  A job whose class the policy lacks is skipped (the API
+    refuses those; a policy change can orphan one).
     """
     flows: list[FlowEntry] = []
     for index, job in enumerate(sorted(jobs, key=lambda j: j.name)):
@@ -228,30 +282,45 @@ def job_flows(policy: Policy, jobs: Sequence[JobSpec]) -> list[FlowEntry]:
             continue
         instructions = _classify_to(policy, job.traffic_class)
         priority = tables.job_priority(index)
-        matches: dict[Match, None] = {}
+        cookie = learned_cookie(Origin.JOB, index)
+        l4: dict[Match, None] = {}
+        other: dict[Match, None] = {}
         for source in job.endpoints:
             for target in job.endpoints:
                 pair: dict[str, object] = {
                     "ipv4_src": str(source.ipv4),
                     "ipv4_dst": str(target.ipv4),
                 }
-                if target.ports is None:
-                    specs = [MatchSpec.model_validate(pair)]
-                else:
-                    ports = [f"{low}-{high}" for low, high in target.ports]
-                    specs = [
-                        MatchSpec.model_validate({**pair, "tcp_dst": ports}),
-                        MatchSpec.model_validate({**pair, "udp_dst": ports}),
-                    ]
-                # Replies of flows to a target's ports share the class; a target
-                # without ports takes any flow from the others (its mirror would
-                # lift the other endpoints' port limits).
-                mirror = target.ports is not None
-                for spec in specs:
-                    matches.update(dict.fromkeys(expand_match(spec, {}, bidirectional=mirror)))
+                ports = (
+                    [f"{low}-{high}" for low, high in target.ports]
+                    if target.ports is not None
+                    else None
+                )
+                for proto in ("tcp", "udp"):
+                    fields = (
+                        {**pair, f"{proto}_dst": ports} if ports else {**pair, "ip_proto": proto}
+                    )
+                    spec = MatchSpec.model_validate(fields)
+                    # Replies of flows to a target's ports share the class; a target
+                    # without ports takes any flow from the others (its mirror would
+                    # lift the other endpoints' port limits).
+                    l4.update(dict.fromkeys(expand_match(spec, {}, bidirectional=bool(ports))))
+                if ports is None:
+                    spec = MatchSpec.model_validate(pair)
+                    other.update(dict.fromkeys(expand_match(spec, {}, bidirectional=False)))
         flows.extend(
-            FlowEntry(tables.CLASSIFY, priority, match, instructions, Owner.JOB)
-            for match in matches
+            FlowEntry(
+                tables.CLASSIFY,
+                priority,
+                match,
+                _counted(policy, match, cookie, instructions),
+                Owner.JOB,
+            )
+            for match in l4
+        )
+        flows.extend(
+            FlowEntry(tables.CLASSIFY, priority - 1, match, instructions, Owner.JOB)
+            for match in other
         )
     return flows
 

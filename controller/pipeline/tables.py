@@ -53,5 +53,8 @@ training run knows more about those flows than a port rule does."""
 
 
 def job_priority(index: int) -> int:
-    """Job ``index`` in name order; two jobs covering one flow resolve by name, stably."""
-    return JOB_PRIORITY_BASE + MAX_JOBS - min(index, MAX_JOBS - 1)
+    """Job ``index`` in name order; two jobs covering one flow resolve by name, stably.
+
+    Two priorities per job: TCP/UDP entries at this one, other IP one below.
+    """
+    return JOB_PRIORITY_BASE + 2 * (MAX_JOBS - min(index, MAX_JOBS - 1))

@@ -79,6 +79,13 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
             transfer.communicate(timeout=30)
             first, _ = capture.communicate(timeout=30)
             after = isolation._tc_class_bytes("s1-eth3")
+
+            def job_flows() -> list[dict[str, object]]:
+                flows = httpx.get(f"{stack.api}/v1/flows", timeout=10).json()["flows"]
+                return [f for f in flows if f["why"] == "job:llama-finetune"]
+
+            harness.wait_for("the flow view to name the job", lambda: bool(job_flows()), 15)
+            viewed = job_flows()
         finally:
             for process in (iperf, capture):
                 harness.stop_process(process)
@@ -89,6 +96,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
             "training_bytes": after.get("1:2", 0) - before.get("1:2", 0),
             "inference_bytes": after.get("1:1", 0) - before.get("1:1", 0),
             "deleted": deleted.status_code,
+            "viewed": viewed,
             "log": stack.log(),
         }
 
@@ -110,3 +118,10 @@ def test_the_transfer_uses_the_training_queue_without_detection(
 
 def test_deleting_the_job_removes_its_entries(outcome: dict[str, object]) -> None:
     assert outcome["deleted"] == 204
+
+
+def test_the_flow_view_says_the_job_classified_the_flow(outcome: dict[str, object]) -> None:
+    viewed = outcome["viewed"]
+    assert isinstance(viewed, list) and viewed
+    assert all(flow["class"] == "training" for flow in viewed)
+    assert max(int(flow["bytes"]) for flow in viewed) > 100_000
