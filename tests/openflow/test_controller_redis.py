@@ -12,8 +12,11 @@ import yaml
 from ovs_bridge import OvsBridge
 from redis_server import RedisServer
 
+from controller.pipeline.flows import Owner, cookie_owner
+from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
 from controller.store.client import connect
+from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchStore
 
@@ -120,3 +123,28 @@ def test_redis_outage_keeps_the_policy_and_catches_up(
             15,
         )
         assert "Redis is back" in ctl.log()
+
+
+def test_jobs_in_redis_are_installed_at_start_and_leave_when_deleted(
+    bridge: OvsBridge, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    """Jobs live in Redis, so a controller (re)started later installs them too."""
+    client = connect(redis_server.url)
+    PolicyStore(client).put(yaml.safe_load(FILE_POLICY), author="test")
+    job = JobSpec.model_validate(
+        {"name": "bert", "class": "training", "endpoints": [{"ipv4": "10.9.0.0/24"}]}
+    )
+    JobStore(client).put(job.name, job.document(), ttl_s=600)
+
+    def job_entries() -> int:
+        return sum(cookie_owner(c) is Owner.JOB for c in harness.ofctl_cookies(bridge.name))
+
+    policy_file = tmp_path / "file.yaml"
+    policy_file.write_text(FILE_POLICY)
+    with harness.controller(
+        policy_file, tmp_path / "ctl.log", bridge.ofp_port, redis_url=redis_server.url
+    ) as ctl:
+        harness.wait_for("the stored job's entries", lambda: job_entries() > 0, 15)
+        JobStore(client).delete(job.name)
+        harness.wait_for("the job's entries to go", lambda: job_entries() == 0, 15)
+        assert ctl.problems() == []
