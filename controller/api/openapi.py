@@ -130,7 +130,13 @@ def install_openapi(app: FastAPI, body_models: Sequence[type[BaseModel]] = ()) -
                 routes=app.routes,
                 tags=app.openapi_tags,
             )
-            schema.setdefault("components", {}).setdefault("schemas", {}).update(policy_schemas())
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            components.update(policy_schemas())
+            for model in body_models:
+                definition = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                for name, nested in definition.pop("$defs", {}).items():
+                    components.setdefault(name, nested)
+                components.setdefault(model.__name__, definition)
             app.openapi_schema = schema
         return app.openapi_schema
 
