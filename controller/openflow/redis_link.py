@@ -262,6 +262,9 @@ class RedisLink:
     # ---- reports from the app -----------------------------------------------
 
     def switch_synced(self, report: SyncReport) -> None:
+        if self._healthy:
+            with contextlib.suppress(StoreUnavailableError):
+                self.switches.set_applied(report.dpid, report.policy_version, self.controller_id)
         self._send(report.dpid, switch_report(report, self.controller_id))
 
     def switch_gone(self, dpid: int) -> None:

@@ -145,6 +145,18 @@ class SwitchStore:
         pipe.execute()
 
     @translate_errors
+    def set_applied(self, dpid: int, version: int | None, controller: str) -> None:
+        """Just the confirmed version (a few bytes): what ``?wait=applied`` polls, written
+        before the full snapshot so a waiting client does not wait for its serialization."""
+        pipe = self._redis.pipeline(transaction=True)
+        if version is not None:
+            pipe.hset(self._applied, f"{dpid:016x}", version)
+        else:
+            pipe.hdel(self._applied, f"{dpid:016x}")
+        pipe.hset(self._owners, f"{dpid:016x}", controller)
+        pipe.execute()
+
+    @translate_errors
     def remove(self, dpid: int) -> None:
         pipe = self._redis.pipeline(transaction=True)
         pipe.hdel(self._switches, f"{dpid:016x}")
