@@ -314,12 +314,16 @@ def user_switch(protocols: str = "OpenFlow13") -> Callable[..., OVSSwitch]:
 
 
 @contextmanager
-def network(topo: Topo, ofp_port: int) -> Iterator[Mininet]:
+def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator[Mininet]:
     """A started Mininet network with TX checksum offload off on every host.
 
     TCP through the userspace datapath stalls with offload on. The
     controller reconnect back-off is cut to 1 s so a restarted controller is
-    found quickly.
+    found quickly.  ``rstp_root`` turns on RSTP on every bridge, with that
+    bridge as the root: a fabric with loops (leaf-spine) forwards with
+    ``NORMAL``, which follows the spanning tree.  It is set while the bridges
+    still have no flows (fail-mode secure, before a controller runs), so no
+    broadcast storm can start before the tree has converged.
     """
     setLogLevel("error")  # the switch starts before the controller: no "Unable to contact"
     net = Mininet(
@@ -332,6 +336,20 @@ def network(topo: Topo, ofp_port: int) -> Iterator[Mininet]:
     try:
         net.build()
         net.start()
+        if rstp_root is not None:
+            for switch in net.switches:
+                priority = 4096 if switch.name == rstp_root else 32768
+                subprocess.run(
+                    [
+                        "ovs-vsctl",
+                        "set",
+                        "bridge",
+                        switch.name,
+                        "rstp_enable=true",
+                        f"other_config:rstp-priority={priority}",
+                    ],
+                    check=True,
+                )
         for host in net.hosts:
             for intf in host.intfList():
                 host.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")

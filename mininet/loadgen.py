@@ -5,7 +5,9 @@ It runs inside Mininet hosts, so it must not depend on anything outside the stan
     python loadgen.py server --host 0.0.0.0 --port 8000 [--response-bytes N]
     python loadgen.py client --host H --port P --rate R --duration S \\
         --request-bytes N --response-bytes M --connections C \\
-        [--warmup S] [--timeout S] [--output FILE]
+        [--warmup S] [--timeout S] [--output FILE] \\
+        [--arrivals {uniform,poisson}] [--seed INT] [--burst-on S --burst-off S] \\
+        [--timeline-interval S] [--raw-latencies]
 
 Wire protocol (every integer is an unsigned 32-bit big-endian value):
 
@@ -24,21 +26,38 @@ and exits with status 0 on SIGTERM/SIGINT.
 
 Client measurement model (why the numbers can be trusted):
 
-* Open loop: request ``i`` is scheduled at ``start + i / rate`` regardless of earlier responses.
-  Requests are assigned round-robin (``i % connections``); each connection has one worker thread
-  that sleeps until the scheduled time of its next request, or sends it at once when the
-  connection was still busy. Latency is measured from the *scheduled* time to the arrival of the
-  last response byte, so time spent queued behind a slow response is included (no coordinated
-  omission).
-* The first ``ceil(warmup * rate)`` requests (those scheduled during ``--warmup``) are sent but
-  not counted anywhere; then ``floor(duration * rate)`` measured requests follow. The run
-  therefore lasts about ``warmup + duration`` seconds (plus at most ``--timeout`` to drain).
+* Open loop: the whole schedule (offsets from the start, see ``plan_arrivals``) is computed
+  before the first request and never depends on responses. ``--arrivals uniform`` (default)
+  schedules request ``i`` at ``start + i / rate``; ``--arrivals poisson`` uses exponential
+  inter-arrival times with mean ``1 / rate`` drawn from ``random.Random(--seed)`` (default
+  seed 1), so a run is reproducible.
+* Bursts: with ``--burst-on S_on --burst-off S_off`` (both > 0; both default to 0 = no bursts)
+  arrivals happen only during on-periods. Time alternates on for ``S_on`` seconds and off for
+  ``S_off`` seconds, starting with an on-period at the start of the warm-up; during an
+  on-period requests arrive at ``--rate`` (uniform or Poisson, as chosen). The arrival process
+  runs on a clock that only advances during on-periods, so it simply pauses while off.
+* Requests are assigned round-robin (``i % connections``, ``i`` in schedule order); each
+  connection has one worker thread that sleeps until the scheduled time of its next request, or
+  sends it at once when the connection was still busy. Latency is measured from the *scheduled*
+  time to the arrival of the last response byte, so time spent queued behind a slow response is
+  included (no coordinated omission).
+* Requests scheduled during ``--warmup`` are sent but not counted anywhere; the measured window
+  of ``--duration`` seconds follows. Uniform without bursts keeps exact counting: the first
+  ``ceil(warmup * rate)`` requests are warm-up, then ``floor(duration * rate)`` measured
+  requests follow, and the measured window starts at the first measured request's scheduled
+  offset ``ceil(warmup * rate) / rate`` (less than ``1 / rate`` after ``--warmup``). Uniform
+  with bursts counts the same way in on-period time: ``floor(on-time in the window * rate)``.
+  With Poisson arrivals the measured requests are those scheduled in
+  ``[warmup, warmup + duration)``. Apart from uniform without bursts, the measured window
+  starts exactly at ``--warmup``. The run therefore lasts about ``warmup + duration`` seconds
+  (plus at most ``--timeout`` to drain).
 * Every measured request ends as exactly one sample or one error, so
   ``requests_completed + errors == requests_scheduled``. ``--timeout`` is a per-request deadline
   counted from the scheduled time; a request already past its deadline when its connection gets
   free is not sent and counts as an ``expired`` error. After any other error the connection is
   closed (it may be mid-message) and re-opened for the next request. Errors never abort the run.
-* Clocks: ``time.perf_counter`` only (monotonic), never the wall clock.
+* Clocks: every time interval uses ``time.perf_counter`` (monotonic). The wall clock is read
+  once, only to stamp ``window_start_unix``.
 
 Client output: one JSON object on stdout (and in ``--output`` if given)::
 
@@ -46,13 +65,29 @@ Client output: one JSON object on stdout (and in ``--output`` if given)::
      "error_kinds": {kind: count}, "rate_target": float, "rate_achieved": float,
      "duration_s": float,
      "latency_ms": {"p50", "p90", "p99", "p999", "max", "mean", "min": float | null},
-     "samples": int}
+     "samples": int, "window_start_unix": float,
+     "timeline": [[offset_s: float, completed: int, bytes: int], ...],
+     "latencies_ms": [float, ...]}   # only with --raw-latencies
 
+``requests_scheduled`` counts the measured requests only. ``rate_target`` is the mean arrival
+rate over the measured window: ``rate`` without bursts, ``rate * S_on / (S_on + S_off)`` with
+bursts (the long-run mean; exact when ``--duration`` is a whole number of on/off cycles).
 ``duration_s`` is the measurement span: ``max(duration, last measured completion - start of the
 measured window)``, and ``rate_achieved = requests_completed / duration_s``; so a server that
 cannot keep up shows a rate below target even though all responses eventually arrived.
 Percentiles use the nearest-rank method (see ``percentile_nearest_rank``). With zero samples all
 latency values are null and the exit status is 1; otherwise it is 0.
+
+``window_start_unix`` is ``time.time()`` at the start of the measured window (derived from the
+monotonic clock through one wall-clock reading), so the timelines of several client processes
+can be aligned. ``timeline`` has one ``[offset_s, completed, bytes]`` bucket per
+``--timeline-interval`` seconds (default 0.5), from the window start up to ``duration_s`` and
+the last completion (empty buckets included). ``offset_s`` is the bucket start relative to the
+window start, ``completed`` counts measured requests by the time their response completed, and
+``bytes`` is what those requests exchanged: request header and payload (8 + request bytes) plus
+response header and payload (4 + the response length the server announced); TCP/IP overhead is
+not counted. So the ``completed`` values sum to ``requests_completed``. ``latencies_ms`` lists every
+sample (ms, rounded to the microsecond) in completion order, i.e. in ``timeline`` order.
 """
 
 from __future__ import annotations
@@ -61,6 +96,7 @@ import argparse
 import contextlib
 import json
 import math
+import random
 import selectors
 import signal
 import socket
@@ -68,12 +104,13 @@ import struct
 import sys
 import threading
 import time
+from bisect import bisect_left
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 REQUEST_HEADER = struct.Struct("!II")
 RESPONSE_HEADER = struct.Struct("!I")
@@ -85,6 +122,8 @@ _START_LEAD_S = 0.005
 """Delay between releasing the workers and the first scheduled request, so all start aligned."""
 _EPS = 1e-9
 """Tolerance for float products such as ``2.0 * 100.0`` when counting requests."""
+ARRIVALS = ("uniform", "poisson")
+"""Arrival processes of ``--arrivals``."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -104,6 +143,10 @@ class LatencySummary(TypedDict):
     min: float | None
 
 
+TimelineBucket = tuple[float, int, int]
+"""``(offset_s, completed, bytes)`` of one timeline bucket (a JSON array in the report)."""
+
+
 class Summary(TypedDict):
     """The client's JSON report; the key set is a contract with the harness that parses it."""
 
@@ -116,6 +159,9 @@ class Summary(TypedDict):
     duration_s: float
     latency_ms: LatencySummary
     samples: int
+    window_start_unix: float
+    timeline: list[TimelineBucket]
+    latencies_ms: NotRequired[list[float]]
 
 
 @dataclass(frozen=True)
@@ -148,6 +194,140 @@ def plan_schedule(rate: float, duration: float, warmup: float) -> Schedule:
 def scheduled_offset(index: int, rate: float) -> float:
     """Offset of request ``index`` from the start, computed directly so errors never accumulate."""
     return index / rate
+
+
+@dataclass(frozen=True)
+class ArrivalPlan:
+    """A precomputed open-loop schedule: offsets (seconds from the start), warm-up ones first."""
+
+    offsets: tuple[float, ...]
+    """Scheduled offsets of all requests, sorted ascending; index ``i`` is request ``i``."""
+    warmup_requests: int
+    """The first ``warmup_requests`` offsets are warm-up (sent, not counted)."""
+    window_offset: float
+    """Offset at which the measured window starts."""
+
+    @property
+    def measured_requests(self) -> int:
+        """Requests counted in the report (``requests_scheduled``)."""
+        return len(self.offsets) - self.warmup_requests
+
+    @property
+    def total(self) -> int:
+        """All requests that will be sent, warm-up included."""
+        return len(self.offsets)
+
+
+def active_time(offset: float, burst_on: float, burst_off: float) -> float:
+    """On-period time elapsed between the start and ``offset`` (on first, then alternating)."""
+    period = burst_on + burst_off
+    cycles = math.floor(offset / period + _EPS)
+    return cycles * burst_on + min(max(offset - cycles * period, 0.0), burst_on)
+
+
+def burst_offset(active: float, burst_on: float, burst_off: float) -> float:
+    """Offset at which ``active`` seconds of on-period time have elapsed (always in an on-period).
+
+    A point on the border between two on-periods maps to the start of the later one, never to
+    the start of an off-period.
+    """
+    cycles = math.floor(active / burst_on + _EPS)
+    return cycles * (burst_on + burst_off) + max(active - cycles * burst_on, 0.0)
+
+
+def plan_arrivals(
+    rate: float,
+    duration: float,
+    warmup: float,
+    *,
+    arrivals: str = "uniform",
+    seed: int = 1,
+    burst_on: float = 0.0,
+    burst_off: float = 0.0,
+) -> ArrivalPlan:
+    """The whole open-loop schedule, warm-up included (pure: the same arguments, the same plan).
+
+    Arrivals are generated on an "active" clock that only advances during on-periods (the
+    identity without bursts) and then mapped to real offsets, so with bursts nothing is
+    scheduled in an off-period and the rate within on-periods is ``rate``:
+
+    * uniform: active time ``i / rate``. Without bursts this is exactly ``plan_schedule`` and
+      the window starts at the first measured request; with bursts the warm-up holds
+      ``ceil(active warm-up * rate)`` requests and the window ``floor(active window * rate)``.
+    * poisson: active inter-arrival times ``random.Random(seed).expovariate(rate)``; warm-up
+      requests are those before ``warmup``, measured ones those in ``[warmup, warmup +
+      duration)``.
+
+    Except for uniform without bursts, the measured window starts at ``warmup``.
+    """
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError("rate must be a positive number")
+    if duration < 0 or warmup < 0:
+        raise ValueError("duration and warmup must be >= 0")
+    if arrivals not in ARRIVALS:
+        raise ValueError(f"arrivals must be one of {ARRIVALS}, got {arrivals!r}")
+    if burst_on < 0 or burst_off < 0 or (burst_on > 0) != (burst_off > 0):
+        raise ValueError("burst_on and burst_off must both be > 0 (bursts) or both 0")
+    bursts = burst_on > 0
+
+    if bursts:
+        active_start = active_time(warmup, burst_on, burst_off)
+        active_end = active_time(warmup + duration, burst_on, burst_off)
+    else:
+        active_start, active_end = warmup, warmup + duration
+
+    active: list[float]
+    if arrivals == "uniform":
+        if bursts:
+            warm = max(0, math.ceil(active_start * rate - _EPS))
+            measured = max(0, math.floor((active_end - active_start) * rate + _EPS))
+        else:
+            counts = plan_schedule(rate, duration, warmup)
+            warm, measured = counts.warmup_requests, counts.measured_requests
+        active = [scheduled_offset(i, rate) for i in range(warm + measured)]
+        window = warmup if bursts else scheduled_offset(warm, rate)
+    else:
+        rng = random.Random(seed)
+        active = []
+        moment = rng.expovariate(rate)
+        while moment < active_end:
+            active.append(moment)
+            moment += rng.expovariate(rate)
+        warm = bisect_left(active, active_start)
+        window = warmup
+
+    if bursts:
+        offsets = tuple(burst_offset(at, burst_on, burst_off) for at in active)
+    else:
+        offsets = tuple(active)
+    return ArrivalPlan(offsets=offsets, warmup_requests=warm, window_offset=window)
+
+
+def target_rate(rate: float, burst_on: float, burst_off: float) -> float:
+    """Mean arrival rate: ``rate``, or ``rate * on / (on + off)`` with bursts (``rate_target``)."""
+    if burst_on <= 0:
+        return rate
+    return round(rate * burst_on / (burst_on + burst_off), 6)
+
+
+def build_timeline(
+    completions: Iterable[tuple[float, int]], interval: float, span: float
+) -> list[TimelineBucket]:
+    """Bucket ``(offset_s, bytes)`` completions (offsets from the window start) by ``interval``.
+
+    Buckets cover ``[0, span)`` (empty ones included) and extend to the latest completion;
+    a completion at offset ``t`` lands in bucket ``floor(t / interval)`` (negative ``t`` in 0).
+    """
+    if not (math.isfinite(interval) and interval > 0):
+        raise ValueError("interval must be a positive number")
+    counts: Counter[int] = Counter()
+    volume: Counter[int] = Counter()
+    for offset, size in completions:
+        index = max(0, math.floor(offset / interval))
+        counts[index] += 1
+        volume[index] += size
+    buckets = max(0, math.ceil(span / interval - _EPS), max(counts, default=-1) + 1)
+    return [(round(index * interval, 6), counts[index], volume[index]) for index in range(buckets)]
 
 
 def connection_requests(connection: int, connections: int, total: int) -> range:
@@ -199,11 +379,18 @@ def build_summary(
     requests_scheduled: int,
     rate_target: float,
     duration_s: float,
+    window_start_unix: float = 0.0,
+    timeline: Sequence[TimelineBucket] = (),
+    raw_latencies: bool = False,
 ) -> Summary:
-    """Assemble the JSON report from raw measurements (latencies in seconds)."""
+    """Assemble the JSON report from raw measurements (latencies in seconds).
+
+    ``latencies_s`` should be in completion order: with ``raw_latencies`` they are reported as
+    ``latencies_ms`` in that order.
+    """
     completed = len(latencies_s)
     kinds = {kind: count for kind, count in sorted(error_kinds.items()) if count}
-    return Summary(
+    summary = Summary(
         requests_scheduled=requests_scheduled,
         requests_completed=completed,
         errors=sum(kinds.values()),
@@ -213,7 +400,12 @@ def build_summary(
         duration_s=round(duration_s, 6),
         latency_ms=summarize_latencies([s * 1000.0 for s in latencies_s]),
         samples=completed,
+        window_start_unix=round(window_start_unix, 6),
+        timeline=list(timeline),
     )
+    if raw_latencies:
+        summary["latencies_ms"] = [round(s * 1000.0, 3) for s in latencies_s]
+    return summary
 
 
 def measurement_span(duration: float, window_start: float, last_completion: float | None) -> float:
@@ -429,13 +621,20 @@ class ClientConfig:
     response_bytes: int
     connections: int
     timeout: float
+    arrivals: str = "uniform"
+    seed: int = 1
+    burst_on: float = 0.0
+    burst_off: float = 0.0
+    timeline_interval: float = 0.5
+    raw_latencies: bool = False
 
 
 @dataclass
 class _WorkerStats:
     """Measurements of one connection worker; merged only after the worker has finished."""
 
-    latencies_s: list[float] = field(default_factory=list)
+    samples: list[tuple[float, float, int]] = field(default_factory=list)
+    """``(completion time, latency s, bytes exchanged)`` of every measured success."""
     errors: Counter[str] = field(default_factory=Counter)
     last_completion: float | None = None
 
@@ -477,8 +676,8 @@ def _exchange(
     deadline: float,
     header: memoryview,
     scratch: memoryview,
-) -> None:
-    """Send one request and read its full response before ``deadline``."""
+) -> int:
+    """Send one request and read its full response before ``deadline``; returns its length."""
     try:
         remaining = deadline - time.perf_counter()
         if remaining <= 0:
@@ -490,6 +689,7 @@ def _exchange(
         if length > MAX_MESSAGE_BYTES:
             raise RequestError("protocol")
         _recv_discard(sock, length, scratch, deadline)
+        return int(length)
     except TimeoutError as exc:
         raise RequestError("timeout") from exc
     except PeerClosedError as exc:
@@ -521,7 +721,7 @@ class _StartSignal:
 def _run_worker(
     index: int,
     cfg: ClientConfig,
-    schedule: Schedule,
+    plan: ArrivalPlan,
     ready: threading.Event,
     go: _StartSignal,
     stats: _WorkerStats,
@@ -540,9 +740,9 @@ def _run_worker(
     ready.set()
     start = go.wait()
     try:
-        for i in connection_requests(index, cfg.connections, schedule.total):
-            scheduled = start + scheduled_offset(i, cfg.rate)
-            measured = i >= schedule.warmup_requests
+        for i in connection_requests(index, cfg.connections, plan.total):
+            scheduled = start + plan.offsets[i]
+            measured = i >= plan.warmup_requests
             deadline = scheduled + cfg.timeout
             now = time.perf_counter()
             if now < scheduled:
@@ -552,7 +752,7 @@ def _run_worker(
                     raise RequestError("expired")
                 if sock is None:
                     sock = _connect(cfg, deadline)
-                _exchange(sock, request, deadline, header, scratch)
+                length = _exchange(sock, request, deadline, header, scratch)
             except RequestError as exc:
                 kind = exc.kind
             except Exception as exc:  # a bug must not kill the worker: count it instead
@@ -560,7 +760,8 @@ def _run_worker(
             else:
                 done = time.perf_counter()
                 if measured:
-                    stats.latencies_s.append(done - scheduled)
+                    exchanged = len(request) + RESPONSE_HEADER.size + length
+                    stats.samples.append((done, done - scheduled, exchanged))
                     stats.last_completion = done
                 continue
             if measured:
@@ -575,7 +776,15 @@ def _run_worker(
 
 def run_client(cfg: ClientConfig) -> Summary:
     """Run the whole open-loop schedule and return the report."""
-    schedule = plan_schedule(cfg.rate, cfg.duration, cfg.warmup)
+    plan = plan_arrivals(
+        cfg.rate,
+        cfg.duration,
+        cfg.warmup,
+        arrivals=cfg.arrivals,
+        seed=cfg.seed,
+        burst_on=cfg.burst_on,
+        burst_off=cfg.burst_off,
+    )
     go = _StartSignal()
     workers: list[tuple[threading.Thread, threading.Event, _WorkerStats]] = []
     for index in range(cfg.connections):
@@ -583,7 +792,7 @@ def run_client(cfg: ClientConfig) -> Summary:
         stats = _WorkerStats()
         thread = threading.Thread(
             target=_run_worker,
-            args=(index, cfg, schedule, ready, go, stats),
+            args=(index, cfg, plan, ready, go, stats),
             name=f"loadgen-conn-{index}",
             daemon=True,
         )
@@ -591,27 +800,36 @@ def run_client(cfg: ClientConfig) -> Summary:
         workers.append((thread, ready, stats))
     for _, ready, _ in workers:
         ready.wait()
-    start = time.perf_counter() + _START_LEAD_S
+    wall_ref = time.time()  # the only wall-clock reading: it stamps window_start_unix
+    perf_ref = time.perf_counter()
+    start = perf_ref + _START_LEAD_S
     go.release(start)
     for thread, _, _ in workers:
         thread.join()
 
-    latencies: list[float] = []
+    samples: list[tuple[float, float, int]] = []
     errors: Counter[str] = Counter()
     completions: list[float] = []
     for _, _, stats in workers:
-        latencies.extend(stats.latencies_s)
+        samples.extend(stats.samples)
         errors.update(stats.errors)
         if stats.last_completion is not None:
             completions.append(stats.last_completion)
-    window_start = start + scheduled_offset(schedule.warmup_requests, cfg.rate)
+    samples.sort(key=lambda sample: sample[0])  # completion order across connections
+    window_start = start + plan.window_offset
     span = measurement_span(cfg.duration, window_start, max(completions, default=None))
+    timeline = build_timeline(
+        ((done - window_start, size) for done, _, size in samples), cfg.timeline_interval, span
+    )
     return build_summary(
-        latencies_s=latencies,
+        latencies_s=[latency for _, latency, _ in samples],
         error_kinds=errors,
-        requests_scheduled=schedule.measured_requests,
-        rate_target=cfg.rate,
+        requests_scheduled=plan.measured_requests,
+        rate_target=target_rate(cfg.rate, cfg.burst_on, cfg.burst_off),
         duration_s=span,
+        window_start_unix=wall_ref + (window_start - perf_ref),
+        timeline=timeline,
+        raw_latencies=cfg.raw_latencies,
     )
 
 
@@ -690,12 +908,55 @@ def build_parser() -> argparse.ArgumentParser:
         help="per-request deadline from its scheduled time, seconds (default 2)",
     )
     cli.add_argument("--output", type=Path, default=None, help="also write the JSON here")
+    cli.add_argument(
+        "--arrivals",
+        choices=ARRIVALS,
+        default="uniform",
+        help="uniform spacing 1/rate (default) or poisson (exponential gaps, mean 1/rate)",
+    )
+    cli.add_argument(
+        "--seed", type=int, default=1, help="random seed of poisson arrivals (default 1)"
+    )
+    cli.add_argument(
+        "--burst-on",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds of each on-period (arrivals at --rate); needs --burst-off (default 0: none)",
+    )
+    cli.add_argument(
+        "--burst-off",
+        type=_non_negative_float,
+        default=0.0,
+        help="seconds of each off-period (no arrivals); needs --burst-on (default 0: none)",
+    )
+    cli.add_argument(
+        "--timeline-interval",
+        type=_positive_float,
+        default=0.5,
+        help="width of the timeline buckets, seconds (default 0.5)",
+    )
+    cli.add_argument(
+        "--raw-latencies",
+        action="store_true",
+        help="also report every latency sample (latencies_ms, completion order)",
+    )
     return parser
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse and cross-check the arguments; invalid combinations exit with status 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "client" and (args.burst_on > 0) != (args.burst_off > 0):
+        parser.error(
+            "--burst-on and --burst-off go together: give both (> 0) for bursts, or neither"
+        )
+    return args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point; returns the exit status (1 for a client run without any sample)."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     if args.command == "server":
         return run_server(args.host, args.port, args.response_bytes)
 
@@ -709,6 +970,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         response_bytes=args.response_bytes,
         connections=args.connections,
         timeout=args.timeout,
+        arrivals=args.arrivals,
+        seed=args.seed,
+        burst_on=args.burst_on,
+        burst_off=args.burst_off,
+        timeline_interval=args.timeline_interval,
+        raw_latencies=args.raw_latencies,
     )
     summary = run_client(cfg)
     text = json.dumps(summary)

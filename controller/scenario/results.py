@@ -143,7 +143,8 @@ def allreduce_result(
     rank0: list[Iteration] = []
     for worker in sorted(workers, key=lambda w: int(w["rank"])):
         iterations = worker_iterations(worker)
-        spans += [Span(i.start, i.end, i.bytes) for i in iterations]
+        # One ring link carries one worker's stream: the timeline shows a link's rate.
+        spans += [Span(i.start, i.end, i.bytes // len(workers)) for i in iterations]
         inside = [i for i in iterations if window[0] <= i.start < window[1]]
         if not inside:
             raise WorkloadOutputError(

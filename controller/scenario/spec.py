@@ -76,10 +76,13 @@ TopologySpec = Annotated[
 
 
 class Burst(_Strict):
-    """On/off arrivals: requests come only during ``on``, at the workload's rate."""
+    """On/off arrivals: requests come only while ``active``, at the workload's rate.
 
-    on: DurationField
-    off: DurationField
+    (Not ``on``/``off``: YAML reads those words as booleans.)
+    """
+
+    active: DurationField
+    quiet: DurationField
 
 
 class InferenceWorkload(_Strict):
