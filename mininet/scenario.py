@@ -17,7 +17,9 @@ is stopped by PID and the network, its bridges and its QoS rows removed.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
+import json
 import os
 import platform
 import signal
@@ -39,6 +41,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from topologies import PlannedTopo
 
+from controller.policy.errors import FieldError
 from controller.scenario import results
 from controller.scenario.modes import mode_document
 from controller.scenario.report import ALONE, IDLE, PhaseResult, Report, headline
@@ -159,6 +162,7 @@ class Runner:
         started = datetime.datetime.now(datetime.UTC)
         harness.check_prerequisites()
         self.options.out.mkdir(parents=True, exist_ok=True)
+        self._check_free()
         ofp_port = harness.free_port()
         rstp_root = self.plan.switches[-1].name if self.plan.loops else None
         plan_phases = phases(self.options.modes)
@@ -226,6 +230,23 @@ class Runner:
                     f" {exc} (switch state and controller log: {path})"
                 ) from exc
 
+    def _check_free(self) -> None:
+        """Refuse to start on top of another run: tearing ours down would remove its bridges."""
+        bridges = subprocess.run(
+            ["ovs-vsctl", "--timeout=5", "list-br"], capture_output=True, text=True
+        ).stdout.split()
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+        names = {line.split(": ")[1].split("@")[0] for line in links.splitlines() if ": " in line}
+        taken = sorted(
+            {s.name for s in self.plan.switches} & set(bridges)
+            | set(self.plan.switch_ports()) & names
+        )
+        if taken:
+            raise RunError(
+                f"{', '.join(taken[:5])} already exist: another scenario or test is running,"
+                " or a crashed run left them behind (`mn -c` removes them)"
+            )
+
     @staticmethod
     def _by_controller(plan_phases: list[Phase]) -> list[tuple[Mode, list[Phase]]]:
         """Consecutive phases under the same mode share one controller run."""
@@ -280,6 +301,9 @@ class Runner:
             else:
                 window_start = origin + options.ramp_s
             collected = workloads.collect(running, length + 60)
+            raw = self.options.out / "raw"
+            raw.mkdir(exist_ok=True)
+            (raw / f"{phase.name}.json").write_text(json.dumps(dataclasses.asdict(collected)))
         finally:
             ticker.stop()
             for process in running.all():
@@ -344,7 +368,10 @@ def resolve(name_or_path: str) -> Path:
         return path
     files = scenario_files(SCENARIOS)
     if name_or_path not in files:
-        raise ScenarioError([], f"no scenario '{name_or_path}' (shipped: {', '.join(files)})")
+        raise ScenarioError(
+            [FieldError("scenario", f"no scenario '{name_or_path}' (shipped: {', '.join(files)})")],
+            name_or_path,
+        )
     return files[name_or_path]
 
 

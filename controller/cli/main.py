@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from controller.cli import jobs, policy
+from controller.cli import jobs, policy, scenario
 from controller.cli.api import api
 from controller.cli.controller import controller
 from controller.cli.flows import events, flows
@@ -18,6 +18,7 @@ app = typer.Typer(
 )
 app.add_typer(policy.app, name="policy")
 app.add_typer(jobs.app, name="jobs")
+app.add_typer(scenario.app, name="scenario")
 app.command()(controller)
 app.command()(api)
 app.command()(switches)

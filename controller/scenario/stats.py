@@ -13,7 +13,9 @@ def percentile(sorted_values: Sequence[float], pct: float) -> float:
         raise ValueError("percentile of no values")
     if not 0 < pct <= 100:
         raise ValueError(f"percentile must be in (0, 100], got {pct}")
-    rank = math.ceil(pct / 100 * len(sorted_values))
+    # 99.9 / 100 * 1000 is 999.0000000000001 in floating point: without the nudge, ceil
+    # would take the next rank.
+    rank = math.ceil(pct / 100 * len(sorted_values) - 1e-9)
     return sorted_values[max(rank, 1) - 1]
 
 

@@ -82,7 +82,10 @@ class TopologyPlan:
         raise KeyError(f"{switch} has no link to {peer}")
 
 
-def _hosts(names: list[str]) -> tuple[HostPlan, ...]:
+def _hosts(names: list[str], switches: list[str]) -> tuple[HostPlan, ...]:
+    clash = sorted(set(names) & set(switches))
+    if clash:
+        raise ValueError(f"host names {', '.join(clash)} are switch names in this topology")
     if len(names) > MAX_HOSTS:
         raise ValueError(f"at most {MAX_HOSTS} hosts fit the fabric's /24, got {len(names)}")
     if len(set(names)) != len(names):
@@ -101,7 +104,7 @@ def single(hosts: list[str]) -> TopologyPlan:
     """One switch ``s1``; host ``i`` (in list order) is on port ``s1-eth<i+1>``."""
     return TopologyPlan(
         switches=(SwitchPlan("s1", 1),),
-        hosts=_hosts(hosts),
+        hosts=_hosts(hosts, ["s1"]),
         links=tuple(LinkPlan(name, "s1") for name in hosts),
     )
 
@@ -115,7 +118,7 @@ def dumbbell(left: list[str], right: list[str]) -> TopologyPlan:
     links = [LinkPlan(name, "s1") for name in left] + [LinkPlan(name, "s2") for name in right]
     return TopologyPlan(
         switches=(SwitchPlan("s1", 1), SwitchPlan("s2", 2)),
-        hosts=_hosts(left + right),
+        hosts=_hosts(left + right, ["s1", "s2"]),
         links=(*links, LinkPlan("s1", "s2")),
     )
 
@@ -144,7 +147,7 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int) -> TopologyPlan:
     return TopologyPlan(
         switches=tuple(SwitchPlan(name, 0x100 + i + 1) for i, name in enumerate(leaf_names))
         + tuple(SwitchPlan(name, 0x200 + i + 1) for i, name in enumerate(spine_names)),
-        hosts=_hosts(names),
+        hosts=_hosts(names, leaf_names + spine_names),
         links=tuple(links),
         loops=spines > 1 and leaves > 1,
     )

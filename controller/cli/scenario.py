@@ -1,0 +1,88 @@
+"""``flowlane scenario``: list the shipped scenarios, run one in Mininet.
+
+Scenarios live in the source checkout (``mininet/scenarios``) next to their
+runner (``mininet/scenario.py``), which drives Mininet and so needs root and
+Debian's ``mininet`` package; ``run`` hands over to it in the same
+interpreter (``exec``), so signals and the live display go straight to it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from controller.cli.render import err, out
+from controller.scenario.spec import Mode
+from controller.scenario.summary import scenario_list
+
+REPO = Path(__file__).resolve().parents[2]
+RUNNER = REPO / "mininet" / "scenario.py"
+SCENARIOS = REPO / "mininet" / "scenarios"
+
+app = typer.Typer(
+    help="Mixed training/inference scenarios in Mininet: fifo, static and flowlane side by side.",
+    no_args_is_help=True,
+)
+
+
+def _checkout() -> None:
+    if not RUNNER.is_file() or not SCENARIOS.is_dir():
+        err.print(
+            f"[red]no scenario runner at {RUNNER}[/]: scenarios run from a source checkout"
+            " of flowlane (pip install -e .)"
+        )
+        raise typer.Exit(2)
+
+
+@app.command("list")
+def list_scenarios() -> None:
+    """The shipped scenarios: topology, workloads and what each shows."""
+    _checkout()
+    out.print(scenario_list(SCENARIOS, REPO))
+
+
+def _modes(value: str | None) -> str | None:
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    valid = [mode.value for mode in Mode]
+    for name in names:
+        if name not in valid:
+            raise typer.BadParameter(f"'{name}' is not a mode ({', '.join(valid)})")
+    if not names:
+        raise typer.BadParameter("give at least one mode")
+    if len(set(names)) != len(names):
+        raise typer.BadParameter("a mode is listed twice")
+    return ",".join(names)
+
+
+@app.command("run")
+def run(
+    scenario: Annotated[str, typer.Argument(help="a shipped scenario's name, or a scenario file")],
+    modes: Annotated[
+        str | None,
+        typer.Option(help="comma-separated modes (default: the scenario's, fifo,static,flowlane)"),
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option(min=0.5, help="seconds measured per phase (default: the file's)")
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option("--out", help="report directory (default reports/NAME-TIME)")
+    ] = None,
+) -> None:
+    """Run one scenario (root): every mode in one network; writes report.json and plots."""
+    _checkout()
+    checked = _modes(modes)
+    args = [sys.executable, str(RUNNER), "run", scenario]
+    if checked:
+        args += ["--modes", checked]
+    if duration is not None:
+        args += ["--duration", str(duration)]
+    if out_dir is not None:
+        args += ["--out", str(out_dir)]
+    sys.stdout.flush()
+    os.execv(sys.executable, args)

@@ -1,0 +1,160 @@
+"""Rich tables: a report's figures per mode with target marks, and the shipped scenarios."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from controller.scenario.report import Report
+from controller.scenario.summary import scenario_list, summary_table
+
+REPO = Path(__file__).resolve().parents[2]
+SCENARIOS = REPO / "mininet" / "scenarios"
+
+
+def render(table: Table) -> str:
+    console = Console(record=True, width=200)
+    console.print(table)
+    return console.export_text()
+
+
+def rows(text: str) -> dict[str, list[str]]:
+    """Body rows by first cell; a cell wrapped over several lines is joined back into one."""
+    found: dict[str, list[str]] = {}
+    last: list[str] | None = None
+    for line in text.splitlines():
+        if not line.startswith("│"):
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("│").split("│")]
+        if cells[0]:
+            last = found[cells[0]] = cells
+        elif last is not None:
+            for index, cell in enumerate(cells):
+                if cell:
+                    last[index] = f"{last[index]} {cell}"
+    return found
+
+
+# --------------------------------------------------------------------------------------------
+# summary_table
+# --------------------------------------------------------------------------------------------
+
+
+def test_summary_has_the_references_and_every_mode(report_factory: Callable[..., Report]) -> None:
+    text = render(summary_table(report_factory(with_allreduce=False)))
+    assert "isolation: 10 s per phase, 50 Mbit/s bottleneck s1-eth4" in text
+    for header in ("p99/idle (<=1.5)", "goodput/cap (>=0.93)", "allreduce/alone (<=1.1)"):
+        assert header in text
+    assert "Jain (>=0.95)" in text
+    table = rows(text)
+    assert list(table) == ["idle", "alone", "fifo", "static", "flowlane"]
+    assert table["idle"] == ["idle", "5.000", "10.000", "1.00", "0", "-", "-", "-", "-"]
+    assert table["alone"] == ["alone", "-", "-", "-", "-", "48.00", "0.960", "-", "-"]
+    assert table["fifo"] == [
+        "fifo",
+        "20.000",
+        "40.000",
+        "4.00",
+        "3",
+        "40.00",
+        "0.800",
+        "-",
+        "0.800",
+    ]
+
+
+def test_only_flowlane_is_marked_against_the_targets(
+    report_factory: Callable[..., Report],
+) -> None:
+    table = rows(render(summary_table(report_factory(with_allreduce=False))))
+    # flowlane: p99/idle 1.2 meets, goodput/capacity 0.9 misses, Jain 1.0 meets
+    assert table["flowlane"] == [
+        "flowlane",
+        "6.000",
+        "12.000",
+        "1.20 ✓",
+        "0",
+        "45.00",
+        "0.900 ✗",
+        "-",
+        "1.000 ✓",
+    ]
+    # static meets p99/idle (1.5) and Jain too, but only flowlane's figures carry a verdict
+    assert table["static"][3] == "1.50"
+    assert table["static"][8] == "1.000"
+    for mode in ("idle", "alone", "fifo", "static"):
+        assert not any("✓" in cell or "✗" in cell for cell in table[mode]), mode
+
+
+def test_summary_with_allreduce(report_factory: Callable[..., Report]) -> None:
+    table = rows(render(summary_table(report_factory(with_allreduce=True))))
+    assert table["alone"][7] == "1.00"
+    assert table["fifo"][7] == "1.50"
+    assert table["flowlane"][7] == "1.04 ✓"
+    assert table["flowlane"][6] == "0.400 ✗"
+    assert table["flowlane"][8] == "-"  # the ring's ranks are not Jain-rated without two flows
+
+
+def test_summary_colours_the_verdicts(report_factory: Callable[..., Report]) -> None:
+    console = Console(record=True, width=200, color_system="truecolor", force_terminal=True)
+    console.print(summary_table(report_factory(with_allreduce=False)))
+    html = console.export_html(inline_styles=True)
+    assert "1.20 ✓" in html and "0.900 ✗" in html
+    green = html.split("1.20 ✓")[0].rsplit("<span", 1)[1]
+    red = html.split("0.900 ✗")[0].rsplit("<span", 1)[1]
+    assert "#008000" in green  # rich's standard green
+    assert "#800000" in red  # and red
+
+
+def test_summary_without_an_alone_phase(report_factory: Callable[..., Report]) -> None:
+    report = report_factory(with_allreduce=False)
+    phases = {name: phase for name, phase in report.phases.items() if name != "alone"}
+    table = rows(render(summary_table(report.model_copy(update={"phases": phases}))))
+    assert list(table) == ["idle", "fifo", "static", "flowlane"]
+
+
+# --------------------------------------------------------------------------------------------
+# scenario_list
+# --------------------------------------------------------------------------------------------
+
+
+def test_scenario_list_shows_every_shipped_scenario() -> None:
+    text = render(scenario_list(SCENARIOS, REPO))
+    assert f"scenarios in {SCENARIOS}" in text
+    table = rows(text)
+    assert list(table) == ["allreduce", "incast", "isolation", "leafspine"]
+    assert table["allreduce"][1:4] == [
+        "dumbbell",
+        "allreduce (allreduce), inference (inference)",
+        "20 s",
+    ]
+    assert table["incast"][1:3] == ["single", "training (bulk), incast (inference)"]
+    assert table["leafspine"][1] == "leaf-spine"
+    assert table["isolation"][4].startswith("Two iperf3 training flows")
+    assert "invalid" not in text
+
+
+def test_scenario_list_shows_an_invalid_files_error(tmp_path: Path) -> None:
+    for path in SCENARIOS.glob("*.yaml"):
+        shutil.copy(path, tmp_path / path.name)
+    broken = (SCENARIOS / "isolation.yaml").read_text(encoding="utf-8")
+    broken = broken.replace("name: isolation", "name: broken").replace(
+        "bottleneck: s1-eth4", "bottleneck: s1-eth9"
+    )
+    (tmp_path / "broken.yaml").write_text(broken, encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("not a scenario", encoding="utf-8")
+    table = rows(render(scenario_list(tmp_path, REPO)))
+    assert list(table) == ["allreduce", "broken", "incast", "isolation", "leafspine"]
+    assert table["broken"][1:4] == ["-", "-", "-"]
+    assert table["broken"][4] == (
+        "invalid (1 errors): bottleneck: no port 's1-eth9' in the topology"
+    )
+    assert table["isolation"][1] == "single"
+
+
+def test_scenario_list_of_an_empty_directory(tmp_path: Path) -> None:
+    assert rows(render(scenario_list(tmp_path, REPO))) == {}
