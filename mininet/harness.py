@@ -38,6 +38,8 @@ from controller.qos.plan import plan_port_qos, tc_filters
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
+MIN_SOCKET_BUFFER = 8 * 1024 * 1024
+"""Receive buffer of the datapath's port sockets; deploy/start-ovs.sh says why."""
 REQUIRED_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-vswitchd", "tc", "ethtool", "iperf3", "mnexec")
 
 
@@ -55,6 +57,12 @@ def check_prerequisites() -> None:
         problems.append(f"missing tools: {', '.join(missing)} (run `make setup`)")
     elif subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode:
         problems.append("Open vSwitch is not running (run deploy/start-ovs.sh)")
+    rmem = int(Path("/proc/sys/net/core/rmem_default").read_text())
+    if rmem < MIN_SOCKET_BUFFER:
+        problems.append(
+            f"net.core.rmem_default is {rmem}: the userspace datapath would drop bursts before"
+            f" any queue (run deploy/start-ovs.sh, which sets {MIN_SOCKET_BUFFER})"
+        )
     if problems:
         raise PrerequisiteError("; ".join(problems))
 
