@@ -7,7 +7,7 @@ OFP_PORT ?= 6653
 API_PORT ?= 8080
 METRICS_PORT ?= 9100
 
-.PHONY: setup ovs run test bench lint format clean
+.PHONY: setup ovs run test demo scenarios bench lint format clean
 
 setup:
 	@deploy/setup.sh
@@ -22,8 +22,17 @@ run: ovs
 test: ovs
 	@deploy/test.sh
 
-bench: ovs
-	.venv/bin/python mininet/isolation.py --repeat 3 --out bench-isolation.json
+# The isolation scenario under fifo, static and flowlane: report.json, plots and a summary table.
+demo: ovs
+	.venv/bin/flowlane scenario run isolation --out reports/demo
+	@echo "demo report: $(CURDIR)/reports/demo/report.json (plots: reports/demo/*.png)"
+
+# Every shipped scenario at its full duration: the tables of docs/benchmarks.md.
+scenarios: ovs
+	@set -e; for name in $$(ls mininet/scenarios | sed -n 's/\.yaml$$//p'); do \
+		.venv/bin/flowlane scenario run $$name --out reports/bench/$$name; done
+
+bench: ovs scenarios
 	.venv/bin/python mininet/bench_propagation.py --out bench-propagation.json
 	.venv/bin/python mininet/bench_detection.py --out bench-detection.json
 	.venv/bin/python mininet/bench_classifier.py
@@ -38,4 +47,4 @@ format: setup
 	.venv/bin/ruff check --fix .
 
 clean:
-	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache *.egg-info bench-*.json
+	rm -rf .venv .pytest_cache .mypy_cache .ruff_cache *.egg-info bench-*.json reports

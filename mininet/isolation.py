@@ -8,19 +8,15 @@ with the mode's policy and the switch reconciles to it.  For each mode the
 scenario measures inference latency idle and under training load, and
 training goodput.
 
-    python mininet/isolation.py --repeat 3          # the benchmark (make bench)
+The tests of detection, jobs and live policy build on its helpers; the
+benchmark figures come from the scenario suite (``mininet/scenario.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import platform
 import re
-import statistics
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,8 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import harness
-from rich.console import Console
-from rich.table import Table
 from topologies import SWITCH, SingleSwitchTopo, server_port
 
 from controller.pipeline import tables
@@ -270,94 +264,3 @@ def run(modes: dict[str, Path], config: ScenarioConfig, workdir: Path) -> list[M
                             f"mode {mode}: {exc}\n{harness.diagnostics(SWITCH, ports, ctl.log())}"
                         ) from exc
     return results
-
-
-def environment() -> dict[str, Any]:
-    def version(command: list[str]) -> str:
-        done = subprocess.run(command, capture_output=True, text=True)
-        return (done.stdout or done.stderr).splitlines()[0] if done.returncode == 0 else "unknown"
-
-    return {
-        "python": platform.python_version(),
-        "kernel": platform.release(),
-        "cpus": len(__import__("os").sched_getaffinity(0)),
-        "ovs": version(["ovs-vswitchd", "--version"]),
-        "iperf3": version(["iperf3", "--version"]),
-    }
-
-
-def _row(label: str, runs: list[ModeResult]) -> list[str]:
-    """Median over runs (a single run is its own median)."""
-
-    def med(values: list[float]) -> float:
-        return statistics.median(values)
-
-    return [
-        label,
-        f"{med([r.idle['latency_ms']['p99'] for r in runs]):.3f}",
-        f"{med([r.loaded['latency_ms']['p99'] for r in runs]):.3f}",
-        f"{med([r.p99_ratio for r in runs]):.2f}",
-        f"{med([r.goodput_bps for r in runs]) / 1e6:.2f}",
-        f"{med([r.goodput_ratio for r in runs]):.3f}",
-    ]
-
-
-def results_table(rounds: list[list[ModeResult]]) -> Table:
-    table = Table(title="isolation: inference p99 and training goodput on a 50 Mbit port")
-    for column in (
-        "mode",
-        "idle p99 ms",
-        "loaded p99 ms",
-        "loaded/idle",
-        "goodput Mbit/s",
-        "goodput/port",
-    ):
-        table.add_column(column, justify="right")
-    for mode in [result.mode for result in rounds[0]]:
-        runs = [result for results in rounds for result in results if result.mode == mode]
-        for index, result in enumerate(runs):
-            table.add_row(*_row(f"{mode} #{index + 1}", [result]))
-        if len(runs) > 1:
-            table.add_row(*_row(f"{mode} median", runs), style="bold")
-    return table
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--idle", type=float, default=ScenarioConfig.idle_s)
-    parser.add_argument("--loaded", type=float, default=ScenarioConfig.loaded_s)
-    parser.add_argument("--rate", type=float, default=ScenarioConfig.inference_rate)
-    parser.add_argument("--out", type=Path, default=None, help="write the JSON report here")
-    args = parser.parse_args(argv)
-    config = ScenarioConfig(idle_s=args.idle, loaded_s=args.loaded, inference_rate=args.rate)
-    rounds = []
-    with tempfile.TemporaryDirectory(prefix="flowlane-bench-") as tmp:
-        for index in range(args.repeat):
-            print(f"round {index + 1}/{args.repeat} ...", file=sys.stderr, flush=True)
-            rounds.append(run(MODES, config, Path(tmp)))
-    console = Console(width=110)
-    console.print(results_table(rounds))
-    flowlane = [r for results in rounds for r in results if r.mode == "flowlane"]
-    ratio = statistics.median(r.p99_ratio for r in flowlane)
-    goodput = statistics.median(r.goodput_ratio for r in flowlane)
-    verdict = {True: "met", False: "MISSED"}
-    console.print(
-        f"targets: flowlane p99 loaded/idle <= 1.5: {ratio:.2f} ({verdict[ratio <= 1.5]});"
-        f" goodput/port >= 0.93: {goodput:.3f} ({verdict[goodput >= 0.93]})"
-    )
-    if args.out:
-        report = {
-            "config": asdict(config),
-            "environment": environment(),
-            "rounds": [[r.summary() for r in rs] for rs in rounds],
-        }
-        args.out.write_text(json.dumps(report, indent=2))
-        print(f"report: {args.out}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

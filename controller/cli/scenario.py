@@ -14,10 +14,14 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from pydantic import ValidationError
 
 from controller.cli.render import err, out
+from controller.policy.errors import format_path
+from controller.scenario.plots import write_plots
+from controller.scenario.report import Report
 from controller.scenario.spec import Mode
-from controller.scenario.summary import scenario_list
+from controller.scenario.summary import markdown_table, scenario_list, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "mininet" / "scenario.py"
@@ -58,6 +62,32 @@ def _modes(value: str | None) -> str | None:
     if len(set(names)) != len(names):
         raise typer.BadParameter("a mode is listed twice")
     return ",".join(names)
+
+
+@app.command("show")
+def show(
+    report: Annotated[Path, typer.Argument(help="a report.json written by `scenario run`")],
+    markdown: Annotated[bool, typer.Option(help="print the summary as a Markdown table")] = False,
+    plots: Annotated[bool, typer.Option(help="write the plots again, next to the report")] = False,
+) -> None:
+    """Print a report's summary table again (no root, no network), and redraw its plots."""
+    try:
+        loaded = Report.model_validate_json(report.read_text(encoding="utf-8"))
+    except OSError as exc:
+        err.print(f"[red]cannot read {report}[/]: {exc.strerror}")
+        raise typer.Exit(2) from None
+    except ValidationError as exc:
+        err.print(f"[red]{report} is not a scenario report[/]: {exc.error_count()} error(s)")
+        for error in exc.errors()[:10]:
+            err.print(f"  {format_path(error['loc'])}: {error['msg']}", highlight=False)
+        raise typer.Exit(2) from None
+    if plots:
+        loaded.plots = write_plots(loaded, report.parent)
+        err.print(f"plots: {', '.join(str(report.parent / name) for name in loaded.plots)}")
+    if markdown:
+        print(markdown_table(loaded))
+    else:
+        out.print(summary_table(loaded))
 
 
 @app.command("run")

@@ -104,3 +104,38 @@ def scenario_list(directory: Path, repo: Path) -> Table:
         workloads = ", ".join(f"{w.name} ({w.kind})" for w in scenario.workloads)
         table.add_row(name, topology, workloads, f"{scenario.duration:g} s", scenario.description)
     return table
+
+
+def markdown_table(report: Report) -> str:
+    """The summary as a Markdown table (docs/benchmarks.md is written from these)."""
+    header = (
+        "| phase | inference p50 ms | inference p99 ms | p99/idle | errors"
+        " | training Mbit/s | goodput/capacity | all-reduce/alone | Jain |"
+    )
+    lines = [header, "|" + "---|" * 9]
+    for name in (IDLE, ALONE):
+        phase = report.phases.get(name)
+        if phase is None:
+            continue
+        inference, goodput = phase.inference, phase.training_goodput_bps
+        lines.append(
+            f"| {name} | {_num(inference.latency_ms.p50, 3) if inference else '-'}"
+            f" | {_num(inference.latency_ms.p99, 3) if inference else '-'}"
+            f" | {'1.00' if inference else '-'} | {inference.errors if inference else '-'}"
+            f" | {_num(goodput / 1e6 if goodput else None)}"
+            f" | {_num(goodput / report.capacity_bps if goodput else None, 3)}"
+            f" | {'1.00' if phase.allreduce else '-'} | - |"
+        )
+    for row in report.headline:
+        phase = report.phases[row.mode]
+        assert phase.inference is not None
+        goodput = phase.training_goodput_bps
+        bold = "**" if row.mode == "flowlane" else ""
+        lines.append(
+            f"| {bold}{row.mode}{bold} | {_num(phase.inference.latency_ms.p50, 3)}"
+            f" | {_num(row.inference_p99_ms, 3)} | {_num(row.p99_over_idle)}"
+            f" | {phase.inference.errors} | {_num(goodput / 1e6 if goodput else None)}"
+            f" | {_num(row.goodput_over_capacity, 3)} | {_num(row.allreduce_over_alone)}"
+            f" | {_num(row.jain, 3)} |"
+        )
+    return "\n".join(lines)
