@@ -1,11 +1,14 @@
-"""``flowlane scenario``: ``list`` the shipped scenarios; ``run`` checks options, then execs.
+"""``flowlane scenario``: ``list`` the shipped scenarios; ``show`` a report; ``run`` execs.
 
 ``run`` replaces the process (``os.execv``) with ``mininet/scenario.py``, which
 needs root and Mininet; these tests record the call instead of making it.
+``show`` reads a synthetic report.json (the scenario tests' fixture lives in
+``tests/scenario/conftest.py``, out of reach here, so it is built the same way).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -15,10 +18,28 @@ from typer.testing import CliRunner
 
 from controller.cli import scenario as scenario_cli
 from controller.cli.main import app
+from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
+from controller.scenario.report import (
+    ALONE,
+    IDLE,
+    AllReduceResult,
+    InferenceResult,
+    Latency,
+    PhaseResult,
+    Report,
+    TrainingFlow,
+    headline,
+)
+from controller.scenario.stats import cdf_points
+from controller.scenario.summary import markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "mininet" / "scenario.py"
 SHIPPED = ("allreduce", "incast", "isolation", "leafspine")
+MODES = ["fifo", "static", "flowlane"]
+CAPACITY = 50_000_000
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+WIDE = {"COLUMNS": "200"}
 
 ExecCalls = list[tuple[str, list[str]]]
 
@@ -44,6 +65,88 @@ def execv(monkeypatch: pytest.MonkeyPatch) -> ExecCalls:
 
     monkeypatch.setattr(os, "execv", fake)
     return calls
+
+
+def phase(name: str, *, p99: float | None, flows: list[float], ring_ms: float) -> PhaseResult:
+    """One phase as the runner records it: inference (unless ``alone``), bulk flows, a ring."""
+    inference = None
+    if p99 is not None:
+        values = [p99 / 4, p99 / 2, p99 / 2, p99, p99 * 1.5]
+        inference = InferenceResult(
+            latency_ms=Latency(
+                p50=p99 / 2, p90=p99 * 0.8, p99=p99, p999=p99 * 1.5, max=p99 * 1.5, mean=p99 / 2
+            ),
+            samples=len(values),
+            errors=0,
+            rate_target=200.0,
+            rate_achieved=199.5,
+            cdf=cdf_points(values),
+        )
+    times = [ring_ms * 0.9, ring_ms, ring_ms * 1.1]
+    ring = AllReduceResult(
+        workload="ring",
+        workers=4,
+        iterations=len(times),
+        iteration_ms=times,
+        iteration_ms_mean=ring_ms,
+        iteration_ms_p99=max(times),
+        ring_goodput_bps=5e6,
+    )
+    goodput = sum(flows) + ring.ring_goodput_bps
+    lines = {"training": [(0.25 + 0.5 * i, goodput) for i in range(10)]}
+    if p99 is not None:
+        lines["inference"] = [(0.25 + 0.5 * i, 2e6) for i in range(10)]
+    return PhaseResult(
+        phase=name,
+        policy=f"{name} mode of policies/scenarios/isolation.yaml",
+        inference=inference,
+        training_flows=[
+            TrainingFlow(workload="training", label=f"flow{i}", goodput_bps=value)
+            for i, value in enumerate(flows)
+        ],
+        allreduce=[ring],
+        training_goodput_bps=goodput,
+        timeline=lines,
+    )
+
+
+def make_report() -> Report:
+    """idle, alone and the three modes; flowlane's p99 is 1.2x idle's, fifo's 4x."""
+    phases = {
+        IDLE: phase(IDLE, p99=10.0, flows=[], ring_ms=0.0),
+        ALONE: phase(ALONE, p99=None, flows=[20e6, 20e6], ring_ms=100.0),
+        "fifo": phase("fifo", p99=40.0, flows=[30e6, 10e6], ring_ms=150.0),
+        "static": phase("static", p99=15.0, flows=[20e6, 20e6], ring_ms=105.0),
+        "flowlane": phase("flowlane", p99=12.0, flows=[20e6, 20e6], ring_ms=104.0),
+    }
+    phases[IDLE] = phases[IDLE].model_copy(
+        update={"allreduce": [], "training_goodput_bps": None, "timeline": {}}
+    )
+    return Report(
+        scenario="isolation",
+        description="synthetic report for the tests",
+        scenario_file=str(REPO / "mininet" / "scenarios" / "isolation.yaml"),
+        spec={"name": "isolation", "duration": 10.0},
+        policy_file="policies/scenarios/isolation.yaml",
+        bottleneck="s1-eth4",
+        capacity_bps=CAPACITY,
+        duration_s=10.0,
+        ramp_s=2.0,
+        modes=list(MODES),
+        environment={"kernel": "test"},
+        started_at="2024-01-01T00:00:00+00:00",
+        finished_at="2024-01-01T00:02:00+00:00",
+        phases=phases,
+        headline=headline(phases, list(MODES), CAPACITY),
+    )
+
+
+@pytest.fixture
+def report_file(tmp_path: Path) -> Path:
+    """``make_report()`` as report.json, alone in its directory."""
+    path = tmp_path / "report.json"
+    path.write_text(make_report().model_dump_json(indent=2), encoding="utf-8")
+    return path
 
 
 def test_the_cli_finds_the_checkout() -> None:
@@ -72,6 +175,142 @@ def test_list_shows_the_four_shipped_scenarios(runner: CliRunner) -> None:
 def test_scenario_without_a_command_shows_help(runner: CliRunner) -> None:
     result = runner.invoke(app, ["scenario"])
     assert "list" in result.output and "run" in result.output
+
+
+# --------------------------------------------------------------------------------------------
+# show
+# --------------------------------------------------------------------------------------------
+
+
+def table_rows(text: str) -> dict[str, list[str]]:
+    """A rich table's body rows by first cell (wide enough that no cell wraps)."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith("│"):
+            cells = [cell.strip() for cell in line.strip("│").split("│")]
+            if cells[0]:
+                found[cells[0]] = cells
+    return found
+
+
+def test_show_prints_the_summary_of_every_mode(runner: CliRunner, report_file: Path) -> None:
+    result = runner.invoke(app, ["scenario", "show", str(report_file)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    assert result.exception is None
+    assert "isolation: 10 s per phase, 50 Mbit/s bottleneck s1-eth4" in result.stdout
+    table = table_rows(result.stdout)
+    assert list(table) == ["idle", "alone", "fifo", "static", "flowlane"]
+    assert table["fifo"][1:4] == ["20.000", "40.000", "4.00"]
+    assert table["flowlane"][3] == "1.20 ✓"
+    assert table["flowlane"][7] == "1.04 ✓"
+    assert result.stderr == ""
+    assert sorted(path.name for path in report_file.parent.iterdir()) == ["report.json"]
+
+
+def test_show_markdown_prints_exactly_the_markdown_table(
+    runner: CliRunner, report_file: Path
+) -> None:
+    result = runner.invoke(app, ["scenario", "show", str(report_file), "--markdown"])
+    assert result.exit_code == 0, result.output
+    expected = markdown_table(Report.model_validate_json(report_file.read_text(encoding="utf-8")))
+    assert result.stdout == expected + "\n"
+    assert result.stdout == markdown_table(make_report()) + "\n"
+    assert "| **flowlane** | 6.000 | 12.000 | 1.20 |" in result.stdout
+    assert "│" not in result.stdout  # no rich table around it
+    assert result.stderr == ""
+
+
+def test_show_plots_writes_the_pngs_next_to_the_report(
+    runner: CliRunner, report_file: Path
+) -> None:
+    before = report_file.read_bytes()
+    result = runner.invoke(app, ["scenario", "show", str(report_file), "--plots"], env=WIDE)
+    assert result.exit_code == 0, result.output
+    names = [LATENCY_CDF, THROUGHPUT, ALLREDUCE]
+    for name in names:
+        path = report_file.parent / name
+        assert path.is_file(), name
+        assert path.read_bytes()[:8] == PNG_MAGIC, name
+        assert str(path) in flat(result.stderr)
+    assert sorted(path.name for path in report_file.parent.iterdir()) == sorted(
+        [*names, "report.json"]
+    )
+    assert report_file.read_bytes() == before  # the report itself is left as it was
+    assert list(table_rows(result.stdout)) == ["idle", "alone", "fifo", "static", "flowlane"]
+
+
+def test_show_plots_and_markdown_together(runner: CliRunner, report_file: Path) -> None:
+    result = runner.invoke(app, ["scenario", "show", str(report_file), "--plots", "--markdown"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == markdown_table(make_report()) + "\n"
+    assert "plots:" in result.stderr
+    assert (report_file.parent / LATENCY_CDF).read_bytes()[:8] == PNG_MAGIC
+
+
+def test_show_a_missing_report(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "nope" / "report.json"
+    result = runner.invoke(app, ["scenario", "show", str(missing), "--plots"], env=WIDE)
+    assert result.exit_code == 2, result.output
+    text = flat(result.stderr)
+    assert f"cannot read {missing}" in text
+    assert "No such file or directory" in text
+    assert result.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_show_a_json_file_that_is_not_a_report(runner: CliRunner, tmp_path: Path) -> None:
+    data = make_report().model_dump(mode="json")
+    del data["scenario"]
+    path = tmp_path / "report.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = runner.invoke(app, ["scenario", "show", str(path), "--plots"], env=WIDE)
+    assert result.exit_code == 2, result.output
+    text = flat(result.stderr)
+    assert f"{path} is not a scenario report: 1 error(s)" in text
+    assert "scenario: Field required" in text
+    assert result.stdout == ""
+    assert [child.name for child in tmp_path.iterdir()] == ["report.json"]
+
+
+def test_show_lists_the_first_ten_errors(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"name": "isolation", "extra": 1}), encoding="utf-8")
+    result = runner.invoke(app, ["scenario", "show", str(path), "--plots"], env=WIDE)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.splitlines()
+    # 15 required fields missing and 2 unknown ones: all counted, the first ten named
+    assert lines[0] == f"{path} is not a scenario report: 17 error(s)"
+    assert lines[1:] == [
+        f"  {field}: Field required"
+        for field in (
+            "scenario",
+            "description",
+            "scenario_file",
+            "spec",
+            "policy_file",
+            "bottleneck",
+            "capacity_bps",
+            "duration_s",
+            "ramp_s",
+            "modes",
+        )
+    ]
+    assert [child.name for child in tmp_path.iterdir()] == ["other.json"]
+
+
+def test_show_a_file_that_is_not_json(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    path.write_text("scenario: isolation\n", encoding="utf-8")
+    result = runner.invoke(app, ["scenario", "show", str(path)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert "is not a scenario report" in flat(result.stderr)
+    assert result.stdout == ""
+
+
+def test_show_needs_a_report(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["scenario", "show"])
+    assert result.exit_code == 2
+    assert "Missing argument 'report'" in flat(result.output)
 
 
 # --------------------------------------------------------------------------------------------

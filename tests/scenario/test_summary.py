@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.scenario.report import Report
-from controller.scenario.summary import scenario_list, summary_table
+from controller.scenario.summary import markdown_table, scenario_list, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
@@ -158,3 +158,108 @@ def test_scenario_list_shows_an_invalid_files_error(tmp_path: Path) -> None:
 
 def test_scenario_list_of_an_empty_directory(tmp_path: Path) -> None:
     assert rows(render(scenario_list(tmp_path, REPO))) == {}
+
+
+# --------------------------------------------------------------------------------------------
+# markdown_table
+# --------------------------------------------------------------------------------------------
+
+MARKDOWN_HEADER = [
+    "phase",
+    "inference p50 ms",
+    "inference p99 ms",
+    "p99/idle",
+    "errors",
+    "training Mbit/s",
+    "goodput/capacity",
+    "all-reduce/alone",
+    "Jain",
+]
+
+
+def markdown_rows(text: str) -> list[list[str]]:
+    """Every line of a Markdown table as its cells, after checking the pipes frame each line."""
+    found = []
+    for line in text.splitlines():
+        assert line.startswith("| ") or line.startswith("|---"), line
+        assert line.endswith("|"), line
+        found.append([cell.strip() for cell in line[1:-1].split("|")])
+    return found
+
+
+def test_markdown_has_a_header_a_separator_and_every_phase(
+    report_factory: Callable[..., Report],
+) -> None:
+    text = markdown_table(report_factory(with_allreduce=False))
+    lines = text.splitlines()
+    assert lines[1] == "|---|---|---|---|---|---|---|---|---|"
+    assert not text.endswith("\n")
+    table = markdown_rows(text)
+    assert table[0] == MARKDOWN_HEADER
+    assert table[1] == ["---"] * 9
+    assert all(len(row) == 9 for row in table)
+    assert table[2:] == [
+        ["idle", "5.000", "10.000", "1.00", "0", "-", "-", "-", "-"],
+        ["alone", "-", "-", "-", "-", "48.00", "0.960", "-", "-"],
+        ["fifo", "20.000", "40.000", "4.00", "3", "40.00", "0.800", "-", "0.800"],
+        ["static", "7.500", "15.000", "1.50", "0", "46.00", "0.920", "-", "1.000"],
+        ["**flowlane**", "6.000", "12.000", "1.20", "0", "45.00", "0.900", "-", "1.000"],
+    ]
+
+
+def test_markdown_figures_come_from_the_headline(report_factory: Callable[..., Report]) -> None:
+    report = report_factory(with_allreduce=False)
+    body = {row[0].strip("*"): row for row in markdown_rows(markdown_table(report))[2:]}
+    assert [row.mode for row in report.headline] == ["fifo", "static", "flowlane"]
+    for row in report.headline:
+        cells = body[row.mode]
+        assert cells[2] == f"{row.inference_p99_ms:.3f}"
+        assert cells[3] == f"{row.p99_over_idle:.2f}"
+        inference = report.phases[row.mode].inference
+        assert inference is not None
+        assert cells[1] == f"{inference.latency_ms.p50:.3f}"
+        assert cells[4] == str(inference.errors)
+        assert cells[6] == f"{row.goodput_over_capacity:.3f}"
+        assert cells[8] == f"{row.jain:.3f}"
+
+
+def test_markdown_bolds_only_flowlane(report_factory: Callable[..., Report]) -> None:
+    text = markdown_table(report_factory(with_allreduce=False))
+    assert text.count("**") == 2
+    assert "| **flowlane** |" in text
+    assert "| fifo |" in text and "| static |" in text
+    # plain text: no rich markup and no target marks leak into the Markdown
+    assert "[" not in text and "✓" not in text and "✗" not in text
+
+
+def test_markdown_with_allreduce(report_factory: Callable[..., Report]) -> None:
+    table = markdown_rows(markdown_table(report_factory(with_allreduce=True)))
+    body = {row[0]: row for row in table[2:]}
+    assert body["alone"] == ["alone", "-", "-", "-", "-", "20.00", "0.400", "1.00", "-"]
+    assert body["fifo"][7] == "1.50"
+    assert body["static"][7] == "1.05"
+    assert body["**flowlane**"] == [
+        "**flowlane**",
+        "6.000",
+        "12.000",
+        "1.20",
+        "0",
+        "20.00",
+        "0.400",
+        "1.04",
+        "-",
+    ]
+
+
+def test_markdown_without_an_alone_phase(report_factory: Callable[..., Report]) -> None:
+    report = report_factory(with_allreduce=False)
+    phases = {name: phase for name, phase in report.phases.items() if name != "alone"}
+    table = markdown_rows(markdown_table(report.model_copy(update={"phases": phases})))
+    assert [row[0] for row in table[2:]] == ["idle", "fifo", "static", "**flowlane**"]
+
+
+def test_markdown_follows_the_headline_order(report_factory: Callable[..., Report]) -> None:
+    report = report_factory(with_allreduce=False)
+    headline = [row for row in report.headline if row.mode != "static"][::-1]
+    table = markdown_rows(markdown_table(report.model_copy(update={"headline": headline})))
+    assert [row[0] for row in table[2:]] == ["idle", "alone", "**flowlane**", "fifo"]
