@@ -108,12 +108,16 @@ class ControllerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def problems(self) -> list[str]:
-        """Lines that mean the controller misbehaved (Faucet's harness fails on these too)."""
-        return [
-            line
-            for line in self.log().splitlines()
-            if " ERROR " in line or "Traceback" in line or " CRITICAL " in line
-        ]
+        return log_problems(self.log())
+
+
+def log_problems(log: str) -> list[str]:
+    """Lines that mean the controller misbehaved (Faucet's harness fails on these too)."""
+    return [
+        line
+        for line in log.splitlines()
+        if " ERROR " in line or "Traceback" in line or " CRITICAL " in line
+    ]
 
 
 @contextmanager

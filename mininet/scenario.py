@@ -35,14 +35,19 @@ from types import FrameType
 from typing import Any
 
 import harness
+import httpx
 import workloads
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from topologies import PlannedTopo
 
+from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.errors import FieldError
+from controller.policy.load import load_policy_file
+from controller.policy.model import Policy
 from controller.scenario import results
+from controller.scenario.jobs import workload_jobs
 from controller.scenario.modes import mode_document
 from controller.scenario.report import ALONE, IDLE, PhaseResult, Report, headline
 from controller.scenario.spec import (
@@ -208,27 +213,50 @@ class Runner:
         done: dict[str, PhaseResult],
     ) -> None:
         """Phases under one controller run; a failure leaves the switches' state in the output."""
+        jobs = (
+            workload_jobs(self.scenario) if mode is Mode.FLOWLANE and group[0].name == mode else []
+        )
         log = self.options.out / f"controller-{group[0].name}.log"
-        with harness.controller(self._write_policy(mode), log, ofp_port) as ctl:
+        with _session(self._write_policy(mode), log, ofp_port, with_api=bool(jobs)) as session:
             try:
-                self._wait_ready(net, ctl.policy, first=not done)
+                self._wait_ready(net, session.policy, first=not done)
+                if jobs:
+                    self._register(session, jobs)
                 for phase in group:
-                    done[phase.name] = self._run_phase(net, phase, tasks[phase.name])
-                    if ctl.process.poll() is not None:
-                        raise RunError(f"the controller exited ({ctl.process.returncode})")
-                    if ctl.problems():
-                        raise RunError("controller logged errors:\n" + "\n".join(ctl.problems()))
+                    done[phase.name] = self._run_phase(net, phase, tasks[phase.name], jobs)
+                    if session.exited() is not None:
+                        raise RunError(f"the controller exited ({session.exited()})")
+                    problems = harness.log_problems(session.log())
+                    if problems:
+                        raise RunError("controller logged errors:\n" + "\n".join(problems))
             except Exception as exc:
                 path = self.options.out / "diagnostics.txt"
                 state = [
                     harness.diagnostics(s.name, self.plan.ports_of(s.name))
                     for s in self.plan.switches
                 ]
-                path.write_text("\n".join(state) + "\n--- controller log ---\n" + ctl.log())
+                path.write_text("\n".join(state) + "\n--- controller log ---\n" + session.log())
                 raise RunError(
                     f"{self.scenario.name}, phase {group[-1].name if len(done) else group[0].name}:"
                     f" {exc} (switch state and controller log: {path})"
                 ) from exc
+
+    def _register(self, session: _Session, jobs: list[dict[str, Any]]) -> None:
+        """Register the jobs through the REST API, as a scheduler would; wait for their flows."""
+        assert session.api is not None
+        for job in jobs:
+            response = httpx.post(f"{session.api}/v1/jobs", json=job, timeout=10)
+            if response.status_code >= 300:
+                raise RunError(f"job {job['name']}: {response.status_code} {response.text}")
+
+        def installed() -> bool:
+            return all(
+                sum(cookie_owner(c) is Owner.JOB for c in harness.ofctl_cookies(s.name))
+                >= len(jobs)
+                for s in self.plan.switches
+            )
+
+        harness.wait_for("every switch to hold the jobs' flows", installed, 30, 0.2)
 
     def _check_free(self) -> None:
         """Refuse to start on top of another run: tearing ours down would remove its bridges."""
@@ -275,7 +303,9 @@ class Runner:
             )
         time.sleep(SETTLE_S)
 
-    def _run_phase(self, net: Any, phase: Phase, task: Any) -> PhaseResult:
+    def _run_phase(
+        self, net: Any, phase: Phase, task: Any, jobs: list[dict[str, Any]]
+    ) -> PhaseResult:
         options, scenario = self.options, self.scenario
         length = phase_length(phase, options)
         running = workloads.Running()
@@ -317,7 +347,8 @@ class Runner:
         ]
         return results.phase_result(
             phase.name,
-            f"{phase.mode} mode of {scenario.policy}",
+            f"{phase.mode} mode of {scenario.policy}"
+            + (f", jobs: {', '.join(job['name'] for job in jobs)}" if jobs else ""),
             inference=inference,
             inference_spans=results.inference_spans(
                 collected.inference, workloads.TIMELINE_INTERVAL_S
@@ -328,6 +359,26 @@ class Runner:
             length_s=length + 1,
             interval_s=workloads.TIMELINE_INTERVAL_S,
         )
+
+
+@dataclass
+class _Session:
+    """A controller run: alone, or inside ``flowlane up`` when the mode registers jobs."""
+
+    policy: Policy
+    log: Callable[[], str]
+    exited: Callable[[], int | None]
+    api: str | None = None
+
+
+@contextmanager
+def _session(policy_file: Path, log: Path, ofp_port: int, with_api: bool) -> Iterator[_Session]:
+    if with_api:
+        with harness.stack(policy_file, log, ofp_port) as stack:
+            yield _Session(load_policy_file(policy_file), stack.log, stack.process.poll, stack.api)
+    else:
+        with harness.controller(policy_file, log, ofp_port) as ctl:
+            yield _Session(ctl.policy, ctl.log, ctl.process.poll)
 
 
 def _sleep_until(moment: float) -> None:

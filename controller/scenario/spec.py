@@ -24,6 +24,11 @@ from controller.scenario import topology
 from controller.scenario.topology import TopologyPlan
 
 _NAME = r"^[a-z][a-z0-9-]{0,39}$"
+_CLASS = r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$"
+_JOB_DESCRIPTION = (
+    "in flowlane mode, register the workload's hosts and ports as a job of this class"
+    " through the REST API before it starts, as a scheduler would"
+)
 HostName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,9}$")]
 """Short: Mininet names a host's interface ``<host>-eth0`` and Linux allows 15 characters."""
 
@@ -122,6 +127,9 @@ class BulkWorkload(_Strict):
         default=None, ge=1, le=65000, description="first server port; 5201 (tcp) or 4791 (udp)"
     )
     udp_rate: str | None = Field(default=None, description="iperf3 -b for udp, e.g. 20M")
+    job: Annotated[str, Field(pattern=_CLASS)] | None = Field(
+        default=None, description=_JOB_DESCRIPTION
+    )
 
     @model_validator(mode="after")
     def _check_udp(self) -> BulkWorkload:
@@ -145,6 +153,9 @@ class AllReduceWorkload(_Strict):
     size: SizeField
     compute: DurationField | None = None
     port: int = Field(default=29500, ge=1, le=65535)
+    job: Annotated[str, Field(pattern=_CLASS)] | None = Field(
+        default=None, description=_JOB_DESCRIPTION
+    )
 
 
 Workload = Annotated[
@@ -236,6 +247,14 @@ def scenario_errors(scenario: Scenario, policy: Policy) -> list[FieldError]:
             for i, flow in enumerate(workload.flows):
                 if flow.src == flow.dst:
                     errors.append(FieldError(f"{where}.flows[{i}]", "src and dst are one host"))
+        job = getattr(workload, "job", None)
+        if job is not None and job not in policy.classes:
+            errors.append(
+                FieldError(
+                    f"{where}.job",
+                    f"no class '{job}' in the policy (it has {', '.join(policy.class_names)})",
+                )
+            )
         if isinstance(workload, AllReduceWorkload) and len(set(workload.workers)) != len(
             workload.workers
         ):
