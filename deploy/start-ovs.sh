@@ -5,16 +5,36 @@
 # userspace datapath (datapath_type=netdev).
 set -euo pipefail
 
-# The userspace datapath reads each port through an AF_PACKET socket with the
-# default receive buffer (net.core.rmem_default, 208 KiB). A TCP sender's burst
-# overflows it, and the packets lost there are lost before any queue: whatever
-# their class, so inference requests time out (200 ms RTO) behind training
-# bursts. With 8 MiB the bursts wait in the egress queues, where a switch's
-# QoS acts on them. Ports take the value when they are added.
+# Socket buffers of the userspace datapath. It reads each port through an
+# AF_PACKET socket with the default receive buffer, and sends to every port
+# through one AF_PACKET socket with the default send buffer. The defaults
+# (208 KiB) lose packets whatever their class, before any queue: a TCP burst
+# overflows a port's receive buffer, and the send buffer fills as soon as the
+# HTB queues hold 208 KiB, after which sends to any port fail. Inference
+# requests then wait out a 200 ms retransmission timeout behind training.
+# With 8 MiB / 16 MiB packets wait in the egress class queues, where QoS acts
+# on them. Sockets take the defaults when they are made: ports when they are
+# added, the send socket when ovs-vswitchd starts, so a running ovs-vswitchd
+# with a smaller send buffer is restarted.
 RMEM=8388608
-if [ "$(sysctl -n net.core.rmem_default)" -lt "$RMEM" ]; then
-  sysctl -q -w net.core.rmem_default="$RMEM"
-  [ "$(sysctl -n net.core.rmem_max)" -ge "$RMEM" ] || sysctl -q -w net.core.rmem_max="$RMEM"
+WMEM=16777216
+at_least() {  # at_least NAME VALUE: raises a setting, never lowers it
+  if [ "$(sysctl -n "$1")" -lt "$2" ]; then sysctl -q -w "$1=$2"; fi
+}
+at_least net.core.rmem_max "$RMEM"
+at_least net.core.rmem_default "$RMEM"
+at_least net.core.wmem_max "$WMEM"
+at_least net.core.wmem_default "$WMEM"
+
+send_buffer() {  # the send buffer of ovs-vswitchd's packet socket, 0 when there is none
+  ss -0 -m -p 2>/dev/null | grep '"ovs-vswitchd"' | grep -o 'tb[0-9]*' | tr -d tb | sort -n | head -1
+}
+if ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
+  current=$(send_buffer)
+  if [ -n "$current" ] && [ "$current" -lt "$WMEM" ]; then
+    echo "start-ovs: restarting ovs-vswitchd: its send buffer ($current) predates $WMEM"
+    /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true
+  fi
 fi
 
 if ovs-vsctl --timeout=3 show >/dev/null 2>&1; then

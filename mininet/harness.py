@@ -38,8 +38,8 @@ from controller.qos.plan import plan_port_qos, tc_filters
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
-MIN_SOCKET_BUFFER = 8 * 1024 * 1024
-"""Receive buffer of the datapath's port sockets; deploy/start-ovs.sh says why."""
+SOCKET_BUFFERS = {"rmem_default": 8 * 1024 * 1024, "wmem_default": 16 * 1024 * 1024}
+"""Buffers of the userspace datapath's packet sockets; deploy/start-ovs.sh says why."""
 REQUIRED_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-vswitchd", "tc", "ethtool", "iperf3", "mnexec")
 
 
@@ -57,14 +57,28 @@ def check_prerequisites() -> None:
         problems.append(f"missing tools: {', '.join(missing)} (run `make setup`)")
     elif subprocess.run(["ovs-vsctl", "--timeout=3", "show"], capture_output=True).returncode:
         problems.append("Open vSwitch is not running (run deploy/start-ovs.sh)")
-    rmem = int(Path("/proc/sys/net/core/rmem_default").read_text())
-    if rmem < MIN_SOCKET_BUFFER:
-        problems.append(
-            f"net.core.rmem_default is {rmem}: the userspace datapath would drop bursts before"
-            f" any queue (run deploy/start-ovs.sh, which sets {MIN_SOCKET_BUFFER})"
-        )
+    problems += socket_buffer_problems()
     if problems:
         raise PrerequisiteError("; ".join(problems))
+
+
+def socket_buffer_problems() -> list[str]:
+    """Why the userspace datapath would lose packets before any queue, if it would."""
+    problems = []
+    for name, wanted in SOCKET_BUFFERS.items():
+        value = int(Path(f"/proc/sys/net/core/{name}").read_text())
+        if value < wanted:
+            problems.append(f"net.core.{name} is {value}, below {wanted}")
+    sockets = subprocess.run(["ss", "-0", "-m", "-p"], capture_output=True, text=True).stdout
+    for line in sockets.splitlines():
+        match = re.search(r"tb(\d+)", line)
+        if '"ovs-vswitchd"' in line and match and int(match[1]) < SOCKET_BUFFERS["wmem_default"]:
+            problems.append(f"ovs-vswitchd sends through a {match[1]}-byte socket buffer")
+    if problems:
+        problems[-1] += (
+            " (the userspace datapath would drop packets before any queue: run deploy/start-ovs.sh)"
+        )
+    return problems
 
 
 def free_port() -> int:
