@@ -397,6 +397,8 @@ def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator
         yield net
     finally:
         net.stop()
+        for node in net.controllers:  # RemoteController.stop() leaves its shell running
+            node.terminate()
         Ovsdb().collect_garbage()
 
 

@@ -11,6 +11,7 @@ host or workload process may be left.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import struct
@@ -56,6 +57,13 @@ def leftovers(name: str, out: Path) -> list[str]:
     return found
 
 
+def assert_clean(name: str, out: Path) -> None:
+    """Nothing left once Mininet's host shells, which are killed without a wait, are gone."""
+    with contextlib.suppress(TimeoutError):
+        harness.wait_for("the run's processes to exit", lambda: not leftovers(name, out), 10, 0.2)
+    assert leftovers(name, out) == []
+
+
 def is_png(path: Path) -> bool:
     data = path.read_bytes()
     if data[:8] != b"\x89PNG\r\n\x1a\n":
@@ -96,7 +104,7 @@ def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path
     assert flowlane.latency_ms.p99 < fifo.latency_ms.p99, (
         f"{name}: flowlane p99 {flowlane.latency_ms.p99} ms, fifo {fifo.latency_ms.p99} ms"
     )
-    assert leftovers(name, out) == []
+    assert_clean(name, out)
 
 
 def start_runner(out: Path, duration_s: float) -> subprocess.Popen[str]:
@@ -129,7 +137,7 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
     assert runner.returncode == 128 + signal.SIGINT, output
     assert "interrupted by SIGINT" in output
     assert not (out / "report.json").exists()
-    assert leftovers("isolation", out) == []
+    assert_clean("isolation", out)
 
 
 def test_failed_run_leaves_nothing_behind(tmp_path: Path) -> None:
@@ -149,7 +157,7 @@ def test_failed_run_leaves_nothing_behind(tmp_path: Path) -> None:
     assert runner.returncode == 1, output
     assert "scenario failed" in output and "controller exited" in output
     assert (out / "diagnostics.txt").exists()
-    assert leftovers("isolation", out) == []
+    assert_clean("isolation", out)
 
 
 def pgrep(pattern: str) -> list[int]:
