@@ -217,12 +217,15 @@ class Runner:
             workload_jobs(self.scenario) if mode is Mode.FLOWLANE and group[0].name == mode else []
         )
         log = self.options.out / f"controller-{group[0].name}.log"
-        with _session(self._write_policy(mode), log, ofp_port, with_api=bool(jobs)) as session:
+        policy_file = self._write_policy(mode)
+        current = group[0].name
+        with _session(policy_file, log, ofp_port, with_api=bool(jobs)) as session:
             try:
                 self._wait_ready(net, session.policy, first=not done)
                 if jobs:
                     self._register(session, jobs)
                 for phase in group:
+                    current = phase.name
                     done[phase.name] = self._run_phase(net, phase, tasks[phase.name], jobs)
                     if session.exited() is not None:
                         raise RunError(f"the controller exited ({session.exited()})")
@@ -237,8 +240,8 @@ class Runner:
                 ]
                 path.write_text("\n".join(state) + "\n--- controller log ---\n" + session.log())
                 raise RunError(
-                    f"{self.scenario.name}, phase {group[-1].name if len(done) else group[0].name}:"
-                    f" {exc} (switch state and controller log: {path})"
+                    f"{self.scenario.name}, phase {current}: {exc}"
+                    f" (switch state and controller log: {path})"
                 ) from exc
 
     def _register(self, session: _Session, jobs: list[dict[str, Any]]) -> None:
@@ -493,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
     except ScenarioError as exc:
         console.print(f"[red]invalid scenario[/]: {exc}", markup=True, highlight=False)
         return 2
-    except (RunError, harness.PrerequisiteError, results.WorkloadOutputError) as exc:
+    except Exception as exc:  # the network and processes are gone by now: say why, briefly
         console.print(f"[red]scenario failed[/]: {exc}", highlight=False)
         return 1
     except Interrupted as exc:

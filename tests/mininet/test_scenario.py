@@ -16,7 +16,6 @@ import os
 import signal
 import struct
 import subprocess
-import time
 from pathlib import Path
 
 import harness
@@ -146,9 +145,12 @@ def test_failed_run_leaves_nothing_behind(tmp_path: Path) -> None:
     out = tmp_path / "failed"
     runner = start_runner(out, 6)
     try:
-        policy = out / "policy-fifo.yaml"
-        harness.wait_for("the fifo mode's controller", lambda: bool(pgrep(str(policy))), 120)
-        time.sleep(1)
+        policy, log = out / "policy-fifo.yaml", out / "controller-fifo.log"
+        harness.wait_for(
+            "the fifo mode's controller to hold the switch",
+            lambda: log.exists() and "in sync" in log.read_text(errors="replace"),
+            120,
+        )
         for pid in pgrep(str(policy)):
             os.kill(pid, signal.SIGKILL)
         output, _ = runner.communicate(timeout=120)
