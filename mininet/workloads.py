@@ -164,6 +164,7 @@ def collect(running: Running, timeout_s: float) -> Collected:
                 label,
                 started,
                 _json(f"bulk {w.name} {label}", p, max(1.0, deadline - time.monotonic())),
+                w.protocol,
             )
             for w, label, started, p in running.bulk
         ]

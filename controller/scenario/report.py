@@ -57,6 +57,8 @@ class TrainingFlow(_Model):
     workload: str
     label: str
     goodput_bps: float
+    congestion_controlled: bool = True
+    """False for fixed-rate UDP: its share is set by its sender, so fairness leaves it out."""
 
 
 class AllReduceResult(_Model):
@@ -132,7 +134,7 @@ def headline(phases: dict[str, PhaseResult], modes: list[str], capacity_bps: int
             loaded = sum(a.iteration_ms_mean for a in phase.allreduce)
             reference = sum(a.iteration_ms_mean for a in alone.allreduce)
             allreduce_ratio = _ratio(loaded, reference)
-        goodputs = [flow.goodput_bps for flow in phase.training_flows]
+        goodputs = [f.goodput_bps for f in phase.training_flows if f.congestion_controlled]
         rows.append(
             Headline(
                 mode=mode,

@@ -77,6 +77,7 @@ class IperfRun:
     label: str
     started_unix: float
     report: Mapping[str, Any]
+    protocol: str = "tcp"
 
 
 def iperf_flow(run: IperfRun) -> tuple[TrainingFlow, list[Span]]:
@@ -107,9 +108,13 @@ def iperf_flow(run: IperfRun) -> tuple[TrainingFlow, list[Span]]:
         )
         for interval in report.get("intervals", [])
     ]
-    return TrainingFlow(
-        workload=run.workload, label=run.label, goodput_bps=round(goodput, 1)
-    ), spans
+    flow = TrainingFlow(
+        workload=run.workload,
+        label=run.label,
+        goodput_bps=round(goodput, 1),
+        congestion_controlled=run.protocol != "udp",
+    )
+    return flow, spans
 
 
 @dataclass(frozen=True)

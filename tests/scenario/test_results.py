@@ -453,3 +453,34 @@ def test_phase_from_recorded_outputs_end_to_end() -> None:
     inference_line = dict(phase.timeline[INFERENCE])
     assert inference_line[2.25] == 2600 * 8 / 0.5
     assert sum(inference_line.values()) == 2600 * 8 / 0.5
+
+
+def test_udp_flows_count_toward_goodput_but_not_fairness() -> None:
+    """A fixed-rate UDP stream's share is its sender's choice: Jain's index leaves it out."""
+    from controller.scenario.report import IDLE, Headline, InferenceResult, Latency, headline
+
+    tcp = [
+        iperf_flow(IperfRun("bulk", f"t{i}", 0.0, iperf_tcp([], bps)))
+        for i, bps in enumerate((2e7, 2e7))
+    ]
+    udp, _ = iperf_flow(IperfRun("roce", "u", 0.0, iperf_udp(8e6, 0.0), "udp"))
+    assert udp.congestion_controlled is False and all(flow.congestion_controlled for flow, _ in tcp)
+    latency = Latency(p50=1, p90=1, p99=2, p999=2, max=2, mean=1)
+    inference = InferenceResult(
+        latency_ms=latency, samples=10, errors=0, rate_target=1, rate_achieved=1, cdf=[(2.0, 1.0)]
+    )
+    loaded = phase_result(
+        "flowlane",
+        "test",
+        inference=inference,
+        inference_spans=[],
+        bulk=[*tcp, (udp, [])],
+        allreduce=[],
+        origin=0.0,
+        length_s=1.0,
+    )
+    idle = loaded.model_copy(update={"phase": IDLE})
+    (row,) = headline({IDLE: idle, "flowlane": loaded}, ["flowlane"], 50_000_000)
+    assert isinstance(row, Headline)
+    assert row.goodput_over_capacity == round(48e6 / 50e6, 4)  # the UDP flow's 8 Mbit/s included
+    assert row.jain == 1.0  # the two equal TCP flows only
