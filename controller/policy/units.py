@@ -119,6 +119,10 @@ _NUMBER_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 _BARE_NUMBER_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
 
 
+MAX_DURATION_S = 366 * 24 * 3600
+"""Above any timer flowlane has, and small enough that milliseconds stay exact floats."""
+
+
 def parse_duration(value: object) -> float:
     """Parse ``500ms``, ``1.5s``, ``2m``, ``1h`` or a bare number of seconds; return seconds.
 
@@ -145,6 +149,8 @@ def parse_duration(value: object) -> float:
         seconds = Fraction(number) * multiplier
     if seconds <= 0:
         raise ValueError(f"duration must be positive, got {value!r}")
+    if seconds > MAX_DURATION_S:
+        raise ValueError(f"duration {value!r} is longer than a year: no setting needs that")
     if (seconds * 1000).denominator != 1:
         raise ValueError(f"duration {value!r} is not a whole number of milliseconds")
     return float(seconds)

@@ -194,6 +194,8 @@ def test_durations_are_seconds(value: str | float, seconds: float) -> None:
         (float("inf"), "got inf"),
         (float("nan"), "got nan"),
         (["1s"], "got ['1s']"),
+        (1.797693134862316e305, "longer than a year"),  # found by the API fuzz test
+        ("9000h", "duration '9000h' is longer than a year"),
     ],
 )
 def test_bad_durations_are_rejected_with_a_reason(value: object, message: str) -> None:
