@@ -28,15 +28,18 @@ from typing import Protocol
 
 from controller.pipeline.diff import diff_flows
 from controller.pipeline.flows import (
+    OFPP_CONTROLLER,
     OFPP_NORMAL,
     Action,
     ApplyActions,
     FlowEntry,
     GotoTable,
+    Group,
     InstalledFlow,
     Learn,
     Match,
     MatchField,
+    Meter,
     Resubmit,
     SetField,
     SetQueue,
@@ -107,6 +110,10 @@ def _format_action(action: Action) -> str:
         )
     if isinstance(action, Resubmit):
         return f"resubmit(,{action.table_id})"
+    if isinstance(action, Group):
+        return f"group:{action.group_id}"
+    if action.port == OFPP_CONTROLLER:
+        return "CONTROLLER:65535"
     return "NORMAL" if action.port == OFPP_NORMAL else f"output:{action.port}"
 
 
@@ -116,6 +123,8 @@ def format_actions(flow: FlowEntry) -> str:
     for instruction in flow.instructions:
         if isinstance(instruction, ApplyActions):
             parts.extend(_format_action(action) for action in instruction.actions)
+        elif isinstance(instruction, Meter):
+            parts.append(f"meter:{instruction.meter_id}")
         elif isinstance(instruction, WriteMetadata):
             parts.append(f"write_metadata:{instruction.value:#x}/{instruction.mask:#x}")
         elif isinstance(instruction, GotoTable):

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 OFPP_NORMAL = 0xFFFFFFFA
+OFPP_CONTROLLER = 0xFFFFFFFD
+OFPP_IN_PORT = 0xFFFFFFF8
 
 FIELD_BITS = {
     "in_port": 32,
@@ -91,6 +93,10 @@ class Owner(IntEnum):
     """Exact-match overrides of detected elephants."""
     JOB = 6
     """Entries of registered jobs (their endpoints' flows)."""
+    PLACEMENT = 7
+    """Exact-match paths of placed elephants (fabric forwarding)."""
+    DISCOVERY = 8
+    """Entries sending LLDP and ARP to the controller (fabric forwarding)."""
 
 
 COOKIE_TAG = 0xF1
@@ -137,7 +143,14 @@ class Resubmit:
     table_id: int
 
 
-Action = SetField | SetQueue | Output | Learn | Resubmit
+@dataclass(frozen=True, slots=True)
+class Group:
+    """Hand the packet to group ``group_id`` (a select group spreads flows over its buckets)."""
+
+    group_id: int
+
+
+Action = SetField | SetQueue | Output | Learn | Resubmit | Group
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +169,14 @@ class GotoTable:
     table_id: int
 
 
-Instruction = ApplyActions | WriteMetadata | GotoTable
+@dataclass(frozen=True, slots=True)
+class Meter:
+    """Send the packet through meter ``meter_id`` first (rate-limits packet-ins)."""
+
+    meter_id: int
+
+
+Instruction = Meter | ApplyActions | WriteMetadata | GotoTable
 
 
 @dataclass(frozen=True, slots=True)

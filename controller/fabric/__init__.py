@@ -1,0 +1,1 @@
+"""The fabric as values: topology, paths, placement. Pure; discovery and polling are shell."""
