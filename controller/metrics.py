@@ -131,3 +131,49 @@ class ControllerMetrics:
             ["dpid", "kind"],
             registry=self.registry,
         )
+        # ---- fabric forwarding ---------------------------------------------------------
+        self.link_tx_bits = Gauge(
+            "flowlane_link_tx_bits_per_second",
+            "Measured rate leaving a fabric port onto its link (port stats), bit/s",
+            ["switch", "port"],
+            registry=self.registry,
+        )
+        self.link_utilization = Gauge(
+            "flowlane_link_utilization_ratio",
+            "Measured rate of a fabric link over its capacity (1.0: full)",
+            ["switch", "port"],
+            registry=self.registry,
+        )
+        self.placements = Counter(
+            "flowlane_placements_total",
+            "Elephants pinned on (or released from) one path, by why",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.reroutes = Counter(
+            "flowlane_reroutes_total",
+            "Pinned elephants moved to another path, by why (link down, load)",
+            ["reason"],
+            registry=self.registry,
+        )
+        self.pinned_flows = Gauge(
+            "flowlane_pinned_flows",
+            "Elephants pinned on one path now",
+            registry=self.registry,
+        )
+        self.fabric_links = Gauge(
+            "flowlane_fabric_links",
+            "Usable switch-to-switch links (each physical link once)",
+            registry=self.registry,
+        )
+        self.fabric_hosts = Gauge(
+            "flowlane_fabric_hosts",
+            "Hosts learned at the fabric's edge ports",
+            registry=self.registry,
+        )
+        self.packet_ins = Counter(
+            "flowlane_packet_ins_total",
+            "Packets the switches sent to the controller, by kind (lldp, arp, ...)",
+            ["kind"],
+            registry=self.registry,
+        )

@@ -40,6 +40,8 @@ REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 SOCKET_BUFFERS = {"rmem_default": 8 * 1024 * 1024, "wmem_default": 16 * 1024 * 1024}
 """Buffers of the userspace datapath's packet sockets; deploy/start-ovs.sh says why."""
+FABRIC_OWNERS = frozenset({Owner.FORWARDING, Owner.PLACEMENT, Owner.DISCOVERY})
+"""Entries a fabric controller derives from what it discovered, not from the policy alone."""
 REQUIRED_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-vswitchd", "tc", "ethtool", "iperf3", "mnexec")
 
 
@@ -268,9 +270,16 @@ def ofctl_ports(bridge: str) -> dict[str, int]:
 
 def sync_gap(bridge: str, policy: Policy, ports: list[str]) -> str | None:
     """What keeps the switch from its plan (flows, queues, tc filters), or None when in sync."""
-    planned = sorted(flow.cookie for flow in plan_switch(policy, ofctl_ports(bridge)).flows)
-    # Learned counting entries and detector overrides follow the traffic, not the policy.
+    # Learned counting entries and detector overrides follow the traffic, not the policy;
+    # on a fabric, forwarding follows the discovered topology (pings prove it instead).
     dynamic = {Owner.LEARNED, Owner.DETECTOR}
+    if policy.forwarding.fabric:
+        dynamic |= FABRIC_OWNERS
+    planned = sorted(
+        flow.cookie
+        for flow in plan_switch(policy, ofctl_ports(bridge)).flows
+        if cookie_owner(flow.cookie) not in dynamic
+    )
     present = sorted(c for c in ofctl_cookies(bridge) if cookie_owner(c) not in dynamic)
     if present != planned:
         missing, extra = set(planned) - set(present), set(present) - set(planned)
@@ -313,11 +322,50 @@ def wait_in_sync(bridge: str, policy: Policy, ports: list[str], timeout_s: float
         raise TimeoutError(f"{exc}: {sync_gap(bridge, policy, ports)}") from None
 
 
+def ofctl_tx_packets(bridge: str) -> dict[int, int]:
+    """Packets each port has sent (``dump-ports``), by OpenFlow port number."""
+    out = ofctl("dump-ports", bridge)
+    return {
+        int(number): int(packets)
+        for number, packets in re.findall(r"port\s+(\d+):.*?tx pkts=(\d+)", out, re.S)
+    }
+
+
+def set_rstp(bridges: list[str], root: str | None) -> None:
+    """RSTP on every bridge with ``root`` as the root bridge, or (``root`` None) off everywhere.
+
+    Call it while the bridges hold no flows (``reset_switches``): with RSTP
+    off, ``NORMAL`` flows left on a fabric with loops would flood forever.
+    """
+    for bridge in bridges:
+        if root is None:
+            settings = ["rstp_enable=false"]
+        else:
+            priority = 4096 if bridge == root else 32768
+            settings = ["rstp_enable=true", f"other_config:rstp-priority={priority}"]
+        subprocess.run(["ovs-vsctl", "set", "bridge", bridge, *settings], check=True)
+
+
+def reset_switches(bridges: list[str]) -> None:
+    """No flows, groups or meters: the next controller starts from a clean slate.
+
+    The bridges are fail-mode secure, so until it installs its own they drop
+    everything; nothing can loop meanwhile.
+    """
+    for bridge in bridges:
+        for command in ("del-flows", "del-groups", "del-meters"):
+            subprocess.run(
+                ["ovs-ofctl", "-O", "OpenFlow13", command, bridge], capture_output=True, check=False
+            )
+
+
 def diagnostics(bridge: str, ports: list[str], controller_log: str = "") -> str:
     """Everything worth reading when a scenario fails."""
     commands = [
         ["ovs-vsctl", "show"],
         ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", bridge],
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-groups", bridge],
+        ["ovs-ofctl", "-O", "OpenFlow13", "dump-ports", bridge],
         ["ovs-vsctl", "list", "qos"],
         ["ovs-vsctl", "list", "queue"],
     ]

@@ -15,7 +15,16 @@ from fastapi import FastAPI
 from controller.api.errors import install_error_handlers
 from controller.api.metrics import ApiMetrics, MetricsMiddleware
 from controller.api.openapi import install_openapi
-from controller.api.routes import events, flows, health, jobs, metrics, policy, switches
+from controller.api.routes import (
+    events,
+    fabric,
+    flows,
+    health,
+    jobs,
+    metrics,
+    policy,
+    switches,
+)
 from controller.api.schemas import RollbackIn
 from controller.api.services import Services
 from controller.api.settings import ApiSettings
@@ -54,6 +63,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
             {"name": "switches", "description": "Switches as their controllers report them"},
             {"name": "jobs", "description": "Endpoints a scheduler puts in a class, for a while"},
             {"name": "flows", "description": "Tracked flows, and why each has its class"},
+            {"name": "fabric", "description": "Topology, paths and pinned elephants"},
             {"name": "events", "description": "Policy versions, jobs and reclassifications"},
             {"name": "health", "description": "Liveness, readiness and metrics"},
         ],
@@ -66,6 +76,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(switches.router)
     app.include_router(jobs.router)
     app.include_router(flows.router)
+    app.include_router(fabric.router)
     app.include_router(events.router)
     app.include_router(metrics.router)
     install_openapi(app, body_models=[RollbackIn])

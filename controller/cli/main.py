@@ -7,6 +7,7 @@ import typer
 from controller.cli import jobs, policy, scenario
 from controller.cli.api import api
 from controller.cli.controller import controller
+from controller.cli.fabric import paths, topology
 from controller.cli.flows import events, flows
 from controller.cli.remote import switches
 from controller.cli.up import up
@@ -24,4 +25,6 @@ app.command()(api)
 app.command()(switches)
 app.command()(flows)
 app.command()(events)
+app.command()(topology)
+app.command()(paths)
 app.command()(up)

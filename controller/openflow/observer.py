@@ -9,9 +9,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from controller.classify.flows import FlowId
+from controller.classify.records import ObservedFlow, Reclassification
+from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.pipeline.flows import FlowEntry
 from controller.qos.plan import PortQos
+
+__all__ = [
+    "ObservedFlow",
+    "PortState",
+    "Reclassification",
+    "SwitchObserver",
+    "SyncReport",
+]
 
 
 @dataclass(frozen=True)
@@ -19,6 +28,9 @@ class PortState:
     number: int
     name: str
     link_bps: int | None
+    up: bool = True
+    """Carrier up and not administratively down (fabric forwarding avoids dead ports)."""
+    hw_addr: int = 0
 
 
 @dataclass(frozen=True)
@@ -34,34 +46,6 @@ class SyncReport:
     datapath_type: str | None
 
 
-@dataclass(frozen=True)
-class Reclassification:
-    """A detected elephant moved to ``to_class``, or released back to ``to_class``."""
-
-    dpid: int
-    flow: FlowId
-    from_class: str
-    to_class: str
-    reason: str
-    bytes: int
-    latency_s: float | None
-    """For a demotion: from the flow's first packet to the decision."""
-
-
-@dataclass(frozen=True)
-class ObservedFlow:
-    """One counted flow with its class and why it has it (``rule:<name>``, ``job:<name>``,
-    ``detected`` or ``default``); times are wall-clock (for people)."""
-
-    flow: FlowId
-    traffic_class: str
-    why: str
-    bytes: int
-    rate_bps: float
-    first_seen: float
-    last_seen: float
-
-
 class SwitchObserver(Protocol):
     def switch_synced(self, report: SyncReport) -> None: ...
 
@@ -71,4 +55,12 @@ class SwitchObserver(Protocol):
 
     def flows_observed(self, dpid: int, flows: list[ObservedFlow]) -> None:
         """The counted flows of one switch, for the live flow view."""
+        ...
+
+    def fabric_changed(self, snapshot: FabricSnapshot) -> None:
+        """Topology, link load and pinned flows (fabric forwarding only)."""
+        ...
+
+    def fabric_events(self, events: list[FabricEvent]) -> None:
+        """Links and hosts coming and going, placements and reroutes."""
         ...

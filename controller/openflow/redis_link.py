@@ -22,6 +22,7 @@ import redis
 from pydantic import ValidationError
 
 from controller.classify.flows import ETH_TYPE_IPV6
+from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
 from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec
@@ -30,6 +31,7 @@ from controller.policy.model import Policy
 from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError, VersionConflictError
 from controller.store.events import EventStore
+from controller.store.fabric import FabricStore
 from controller.store.flows import FlowRecord, FlowStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
@@ -98,6 +100,7 @@ class RedisLink:
         self.events = EventStore(self._client, prefix)
         self.flows = FlowStore(self._client, prefix)
         self.jobs = JobStore(self._client, prefix)
+        self.fabric = FabricStore(self._client, prefix)
         self._jobs: tuple[JobSpec, ...] | None = None
         self._apply_jobs: ApplyJobs | None = None
         self.controller_id = controller_id
@@ -312,6 +315,39 @@ class RedisLink:
         ]
         with contextlib.suppress(StoreUnavailableError):
             self.flows.publish(dpid, records)
+
+    def fabric_changed(self, snapshot: FabricSnapshot) -> None:
+        """Publish the fabric snapshot; skipped while Redis is known to be down.
+
+        A snapshot is a whole state, not a change: the next one replaces one
+        lost to an outage, so nothing is queued, and a Redis the follower saw
+        fail costs the caller nothing.
+        """
+        if not self._healthy:
+            return
+        try:
+            self.fabric.publish(snapshot)
+        except (StoreUnavailableError, redis.RedisError) as exc:
+            LOG.warning("fabric snapshot not published: %s", exc)
+        except Exception:
+            LOG.exception("fabric snapshot not published")
+
+    def fabric_events(self, events: list[FabricEvent]) -> None:
+        """One stream entry per event, with its kind; lost (and logged) while Redis is down."""
+        if not events:
+            return
+        if not self._healthy:
+            LOG.warning("%d fabric event(s) not recorded: Redis unavailable", len(events))
+            return
+        recorded = 0
+        try:
+            for event in events:
+                self.events.append(event.kind, event.data)
+                recorded += 1
+        except (StoreUnavailableError, redis.RedisError) as exc:
+            LOG.warning("%d fabric event(s) not recorded: %s", len(events) - recorded, exc)
+        except Exception:
+            LOG.exception("%d fabric event(s) not recorded", len(events) - recorded)
 
     def _send(self, dpid: int, report: SwitchReport | None) -> None:
         with self._lock:

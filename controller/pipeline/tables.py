@@ -58,3 +58,16 @@ def job_priority(index: int) -> int:
     Two priorities per job: TCP/UDP entries at this one, other IP one below.
     """
     return JOB_PRIORITY_BASE + 2 * (MAX_JOBS - min(index, MAX_JOBS - 1))
+
+
+# ---- fabric forwarding (``forwarding: fabric``) -------------------------------------------
+
+PUNT_PRIORITY = 65000
+"""LLDP and ARP to the controller, in table CLASSIFY above every rule and job: discovery and
+proxy ARP must see these frames whatever the policy says."""
+PLACEMENT_PRIORITY = 200
+"""Placed elephants' exact-match paths, above the per-destination entries they override."""
+HOST_PRIORITY = 100
+"""One entry per known host MAC: its port here, or a select group over the next hops."""
+FLOOD_PRIORITY = 50
+"""Broadcast and multicast along the flood tree, per in_port; one below drops off-tree copies."""

@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from controller.policy.detection import detection_errors
 from controller.policy.errors import FieldError
+from controller.policy.forwarding import forwarding_errors
 from controller.policy.model import Policy
 from controller.policy.units import ShareRate, format_rate
 
@@ -23,6 +24,7 @@ def semantic_errors(policy: Policy) -> list[FieldError]:
             if policy.detection is not None
             else []
         ),
+        *forwarding_errors(policy.forwarding, policy.class_names, policy.detection),
     ]
 
 

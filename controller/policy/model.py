@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from controller.policy.detection import DetectionSpec
+from controller.policy.forwarding import ForwardingSpec
 from controller.policy.match import MatchSpec
 from controller.policy.units import (
     AbsoluteRate,
@@ -95,6 +96,8 @@ class Policy(BaseModel):
     ports: PortRates = Field(default_factory=PortRates)
     detection: DetectionSpec | None = None
     """Elephant detection for flows no rule claims; off when absent."""
+    forwarding: ForwardingSpec = Field(default_factory=ForwardingSpec)
+    """``normal`` (OVS L2 switching) or ``fabric`` (the controller routes a leaf-spine)."""
 
     @property
     def class_names(self) -> tuple[str, ...]:

@@ -4,6 +4,11 @@ Phases are the runs that make up one invocation: ``idle`` (inference alone,
 the latency reference), ``alone`` (training alone, the all-reduce reference)
 and one per mode with training and inference together.  Every figure of
 every phase is kept, so plots and tables are made from the report alone.
+
+On a fabric the training goodput is also read against the optimum (the
+fabric's maximum multi-commodity throughput for the training flows), and a
+scenario with link events reports, per event, what the probe stream lost and
+how long training took to get back to the new optimum.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ TARGETS = {
     "goodput_over_capacity": (">=", 0.93),
     "allreduce_over_alone": ("<=", 1.10),
     "jain": (">=", 0.95),
+    "goodput_over_optimum": (">=", 0.95),
 }
 """flowlane's targets for the headline figures; FIFO and static are shown next to them."""
 
@@ -73,6 +79,41 @@ class AllReduceResult(_Model):
     """Mean over workers of what each sent per second: the rate of one ring link."""
 
 
+class ProbeResult(_Model):
+    """The probe stream of a phase: the pair it ran between, its traced path, its losses."""
+
+    workload: str
+    label: str
+    """``src->dst``: the first candidate pair whose path crossed the first failing link."""
+    path: list[str]
+    """Switch ports whose transmit counters a traced burst raised, in switch order."""
+    crosses_first_event: bool
+    rate: int
+    sent: int
+    received: int
+    lost: int
+    loss_ms: float
+    """Lost datagrams / rate: milliseconds of the stream's traffic lost."""
+    longest_gap_ms: float
+
+
+class EventResult(_Model):
+    """One link event in a phase and what followed it, until the next event or the end."""
+
+    at_s: float
+    link: tuple[str, str]
+    state: str
+    probe_crossed: bool | None = None
+    """Whether the probe's traced path used this link (None: no probe)."""
+    probe_lost: int | None = None
+    probe_loss_ms: float | None = None
+    probe_longest_gap_ms: float | None = None
+    optimum_bps: float | None = None
+    """Training optimum with the links down at this moment."""
+    recovery_s: float | None = None
+    """From the event until training throughput held >= 0.9 of ``optimum_bps`` (None: never)."""
+
+
 class PhaseResult(_Model):
     phase: str
     policy: str
@@ -84,6 +125,9 @@ class PhaseResult(_Model):
     """Bulk flows summed plus each all-reduce's ring rate: what crossed the bottleneck."""
     timeline: dict[str, list[tuple[float, float]]] = Field(default_factory=dict)
     """Per class (training, inference): (seconds since the phase started, bit/s)."""
+    timeline_interval_s: float = 0.5
+    probe: ProbeResult | None = None
+    events: list[EventResult] = Field(default_factory=list)
 
 
 class Headline(_Model):
@@ -93,6 +137,7 @@ class Headline(_Model):
     goodput_over_capacity: float | None
     allreduce_over_alone: float | None
     jain: float | None
+    goodput_over_optimum: float | None = None
 
 
 class Report(_Model):
@@ -103,6 +148,8 @@ class Report(_Model):
     policy_file: str
     bottleneck: str
     capacity_bps: int
+    optimum_bps: float | None = None
+    """The training flows' optimum on the intact fabric (None: not computed)."""
     duration_s: float
     ramp_s: float
     modes: list[str]
@@ -121,7 +168,12 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return round(numerator / denominator, 4)
 
 
-def headline(phases: dict[str, PhaseResult], modes: list[str], capacity_bps: int) -> list[Headline]:
+def headline(
+    phases: dict[str, PhaseResult],
+    modes: list[str],
+    capacity_bps: int,
+    optimum_bps: float | None = None,
+) -> list[Headline]:
     """One row per mode: each figure against its reference phase, in the same run."""
     idle = phases[IDLE].inference
     alone = phases.get(ALONE)
@@ -143,6 +195,7 @@ def headline(phases: dict[str, PhaseResult], modes: list[str], capacity_bps: int
                 goodput_over_capacity=_ratio(phase.training_goodput_bps, capacity_bps),
                 allreduce_over_alone=allreduce_ratio,
                 jain=round(jain_index(goodputs), 4) if len(goodputs) > 1 else None,
+                goodput_over_optimum=_ratio(phase.training_goodput_bps, optimum_bps),
             )
         )
     return rows

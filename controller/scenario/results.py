@@ -100,14 +100,7 @@ def iperf_flow(run: IperfRun) -> tuple[TrainingFlow, list[Span]]:
         )
     else:
         raise WorkloadOutputError(f"{run.workload} {run.label}: iperf3 report has no end summary")
-    spans = [
-        Span(
-            run.started_unix + float(interval["sum"]["start"]),
-            run.started_unix + float(interval["sum"]["end"]),
-            int(interval["sum"]["bytes"]),
-        )
-        for interval in report.get("intervals", [])
-    ]
+    spans = interval_spans(run.started_unix, report.get("intervals", []))
     flow = TrainingFlow(
         workload=run.workload,
         label=run.label,
@@ -115,6 +108,33 @@ def iperf_flow(run: IperfRun) -> tuple[TrainingFlow, list[Span]]:
         congestion_controlled=run.protocol != "udp",
     )
     return flow, spans
+
+
+def interval_spans(started_unix: float, intervals: Sequence[Mapping[str, Any]]) -> list[Span]:
+    """iperf3's per-interval bytes on the shared clock.
+
+    After the omitted ramp (``-O``) iperf3 restarts its clock: the first
+    measured interval starts at 0 again.  Measured intervals are therefore
+    placed after the last omitted one, or a timeline would show the ramp's
+    traffic twice and everything after it early by the ramp's length.
+    """
+    omitted_s = 0.0
+    spans = []
+    for interval in intervals:
+        summary = interval["sum"]
+        start, end = float(summary["start"]), float(summary["end"])
+        if summary.get("omitted"):
+            omitted_s = max(omitted_s, end)
+            spans.append(Span(started_unix + start, started_unix + end, int(summary["bytes"])))
+        else:
+            spans.append(
+                Span(
+                    started_unix + omitted_s + start,
+                    started_unix + omitted_s + end,
+                    int(summary["bytes"]),
+                )
+            )
+    return spans
 
 
 @dataclass(frozen=True)
@@ -211,4 +231,5 @@ def phase_result(
         allreduce=[result for result, _, _ in allreduce],
         training_goodput_bps=None if goodput is None else round(goodput, 1),
         timeline=timeline,
+        timeline_interval_s=interval_s,
     )

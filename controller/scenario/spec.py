@@ -41,7 +41,15 @@ class Mode(StrEnum):
     STATIC = "static"
     """The scenario's policy without detection: operator rules only."""
     FLOWLANE = "flowlane"
-    """The whole policy: rules, detection and job registrations."""
+    """The whole policy: rules, detection, job registrations and its forwarding."""
+    STP = "stp"
+    """The whole policy, forwarded by OVS's ``NORMAL`` over a spanning tree (RSTP)."""
+    ECMP = "ecmp"
+    """The whole policy, forwarded by the controller's select groups, nothing placed."""
+
+
+FABRIC_MODES = (Mode.STP, Mode.ECMP)
+"""Modes that compare forwarding rather than classification: they need a fabric with loops."""
 
 
 class _Strict(BaseModel):
@@ -158,10 +166,57 @@ class AllReduceWorkload(_Strict):
     )
 
 
+class ProbeWorkload(_Strict):
+    """One stream of sequence-numbered UDP datagrams at ``rate``: loss in milliseconds.
+
+    ``flows`` are candidates, tried in order: the runner traces each one's path
+    (a short burst, and the switch ports it raised) once the fabric is ready,
+    and sends the stream between the first pair whose path crosses the first
+    failing link.  Hashing picks a spine per host pair, so one fixed pair
+    would cross the failing link only half of the time.
+    """
+
+    kind: Literal["probe"]
+    name: Annotated[str, Field(pattern=_NAME)]
+    flows: list[BulkFlow] = Field(min_length=1, max_length=16)
+    rate: int = Field(default=1000, ge=10, le=10_000, description="datagrams per second")
+    size: SizeField = Field(default=64, description="UDP payload bytes")
+    port: int = Field(default=7000, ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _check_size(self) -> ProbeWorkload:
+        if not 16 <= self.size <= 1400:
+            raise ValueError("'size' must be 16-1400 bytes: a sequence number and a timestamp")
+        return self
+
+
 Workload = Annotated[
-    InferenceWorkload | BulkWorkload | AllReduceWorkload, Field(discriminator="kind")
+    InferenceWorkload | BulkWorkload | AllReduceWorkload | ProbeWorkload,
+    Field(discriminator="kind"),
 ]
 TRAINING_KINDS = ("bulk", "allreduce")
+
+
+class LinkState(StrEnum):
+    DOWN = "down"
+    UP = "up"
+
+
+class LinkEvent(_Strict):
+    """At ``at`` seconds after the phase's training started, ``link`` goes ``state``.
+
+    Both ends of a Mininet link change together (``configLinkStatus``): the
+    switch on either side sees its port go down, as with a pulled cable.
+    """
+
+    at: DurationField
+    link: tuple[Annotated[str, Field(min_length=1)], Annotated[str, Field(min_length=1)]]
+    state: LinkState
+
+
+class Reference(StrEnum):
+    IDLE = "idle"
+    ALONE = "alone"
 
 
 class Scenario(_Strict):
@@ -182,6 +237,16 @@ class Scenario(_Strict):
         default_factory=lambda: [Mode.FIFO, Mode.STATIC, Mode.FLOWLANE], min_length=1
     )
     workloads: list[Workload] = Field(min_length=2, max_length=16)
+    events: list[LinkEvent] = Field(
+        default_factory=list,
+        max_length=32,
+        description="link failures and repairs during every mode's phase, in time order",
+    )
+    references: list[Reference] = Field(
+        default_factory=lambda: [Reference.IDLE, Reference.ALONE],
+        min_length=1,
+        description="reference phases run first: idle (inference alone), alone (training alone)",
+    )
 
     def plan(self) -> TopologyPlan:
         return self.topology.plan()
@@ -194,6 +259,10 @@ class Scenario(_Strict):
     def training(self) -> list[BulkWorkload | AllReduceWorkload]:
         return [w for w in self.workloads if isinstance(w, BulkWorkload | AllReduceWorkload)]
 
+    @property
+    def probes(self) -> list[ProbeWorkload]:
+        return [w for w in self.workloads if isinstance(w, ProbeWorkload)]
+
 
 class ScenarioError(ValueError):
     """A scenario file was rejected; ``errors`` lists every problem found."""
@@ -205,14 +274,14 @@ class ScenarioError(ValueError):
 
 
 def _workload_hosts(
-    workload: InferenceWorkload | BulkWorkload | AllReduceWorkload,
+    workload: InferenceWorkload | BulkWorkload | AllReduceWorkload | ProbeWorkload,
 ) -> list[tuple[str, str]]:
     """(field, host) for every host a workload names."""
     if isinstance(workload, InferenceWorkload):
         return [(f"clients[{i}]", h) for i, h in enumerate(workload.clients)] + [
             (f"servers[{i}]", h) for i, h in enumerate(workload.servers)
         ]
-    if isinstance(workload, BulkWorkload):
+    if isinstance(workload, BulkWorkload | ProbeWorkload):
         return [
             (f"flows[{i}].{end}", getattr(flow, end))
             for i, flow in enumerate(workload.flows)
@@ -243,7 +312,7 @@ def scenario_errors(scenario: Scenario, policy: Policy) -> list[FieldError]:
                         f"no host '{host}' in the topology (it has {', '.join(plan.host_names)})",
                     )
                 )
-        if isinstance(workload, BulkWorkload):
+        if isinstance(workload, BulkWorkload | ProbeWorkload):
             for i, flow in enumerate(workload.flows):
                 if flow.src == flow.dst:
                     errors.append(FieldError(f"{where}.flows[{i}]", "src and dst are one host"))
@@ -265,6 +334,19 @@ def scenario_errors(scenario: Scenario, policy: Policy) -> list[FieldError]:
         errors.append(FieldError("workloads", "needs a training workload (bulk or allreduce)"))
     if len(set(scenario.modes)) != len(scenario.modes):
         errors.append(FieldError("modes", "a mode is listed twice"))
+    for index, mode in enumerate(scenario.modes):
+        if mode in FABRIC_MODES and not plan.loops:
+            errors.append(
+                FieldError(
+                    f"modes[{index}]",
+                    f"'{mode}' compares forwarding over redundant paths: it needs a leaf-spine"
+                    " with more than one spine and leaf",
+                )
+            )
+    errors += _reference_errors(scenario)
+    errors += event_errors(scenario.events, plan, scenario.ramp + scenario.duration)
+    if len(scenario.probes) > 1:
+        errors.append(FieldError("workloads", "at most one probe workload (one stream)"))
     ports = plan.switch_ports()
     if scenario.bottleneck not in ports:
         errors.append(FieldError("bottleneck", f"no port '{scenario.bottleneck}' in the topology"))
@@ -281,6 +363,70 @@ def scenario_errors(scenario: Scenario, policy: Policy) -> list[FieldError]:
             errors.append(
                 FieldError("policy", f"ports.overrides names '{port}', not a port of this topology")
             )
+    return errors
+
+
+def _reference_errors(scenario: Scenario) -> list[FieldError]:
+    errors = []
+    if len(set(scenario.references)) != len(scenario.references):
+        errors.append(FieldError("references", "a reference is listed twice"))
+    if Reference.IDLE not in scenario.references:
+        errors.append(FieldError("references", "needs 'idle': inference p99 is read against it"))
+    if Reference.ALONE not in scenario.references and any(
+        isinstance(w, AllReduceWorkload) for w in scenario.workloads
+    ):
+        errors.append(
+            FieldError("references", "needs 'alone': all-reduce times are read against it")
+        )
+    return errors
+
+
+def event_errors(events: list[LinkEvent], plan: TopologyPlan, phase_s: float) -> list[FieldError]:
+    """Events name switch-to-switch links, come in time order inside the phase, and alternate.
+
+    A link goes down before it comes up again, and a repair without a failure
+    (or two failures in a row) is refused: it would measure nothing.
+    """
+    errors: list[FieldError] = []
+    switches = {switch.name for switch in plan.switches}
+    links = {frozenset((link.a, link.b)) for link in plan.links}
+    down: set[frozenset[str]] = set()
+    previous = 0.0
+    for index, event in enumerate(events):
+        where = f"events[{index}]"
+        if event.at < previous:
+            errors.append(FieldError(f"{where}.at", f"{event.at:g}s is before the event above"))
+        if event.at >= phase_s:
+            errors.append(
+                FieldError(
+                    f"{where}.at",
+                    f"{event.at:g}s is past the phase (ramp + duration = {phase_s:g}s)",
+                )
+            )
+        previous = max(previous, event.at)
+        a, b = event.link
+        named = [end for end in (a, b) if end not in switches]
+        if named:
+            errors.append(
+                FieldError(
+                    f"{where}.link",
+                    f"no switch '{named[0]}' in the topology (links join switches:"
+                    f" {', '.join(sorted(switches))})",
+                )
+            )
+            continue
+        key = frozenset((a, b))
+        if key not in links:
+            errors.append(FieldError(f"{where}.link", f"no link between {a} and {b}"))
+            continue
+        if event.state is LinkState.DOWN:
+            if key in down:
+                errors.append(FieldError(f"{where}.state", f"{a}-{b} is already down"))
+            down.add(key)
+        elif key not in down:
+            errors.append(FieldError(f"{where}.state", f"{a}-{b} is up: it never went down"))
+        else:
+            down.discard(key)
     return errors
 
 

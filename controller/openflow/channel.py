@@ -1,0 +1,69 @@
+"""One switch's OpenFlow connection as the worker sees it: requests, batches and barriers.
+
+os-ken's ``Datapath.set_xid`` is a plain increment; the switch worker, the
+discovery loop and the packet-in handler all send to one datapath, so every
+xid here is taken under one lock and no two requests share one (which would
+hand one waiter the other's reply).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from controller.openflow.replies import ReplyWaiter, RequestFailedError
+
+_XID_LOCK = threading.Lock()
+
+
+def assign_xid(datapath: Any, msg: Any) -> int:
+    with _XID_LOCK:
+        datapath.set_xid(msg)
+    return int(msg.xid)
+
+
+class Channel:
+    """Requests to one datapath, answered through the shared ``ReplyWaiter``."""
+
+    def __init__(self, datapath: Any, replies: ReplyWaiter, timeout_s: float) -> None:
+        self.datapath = datapath
+        self._replies = replies
+        self._timeout_s = timeout_s
+
+    @property
+    def dpid(self) -> int:
+        return int(self.datapath.id)
+
+    def send(self, msg: Any) -> bool:
+        """Fire and forget (packet-outs): no reply is expected, errors are logged by the app."""
+        assign_xid(self.datapath, msg)
+        return bool(self.datapath.send_msg(msg))
+
+    def request(self, msg: Any) -> list[Any]:
+        """Send and wait for the whole (multipart) reply."""
+        xid = assign_xid(self.datapath, msg)
+        self._replies.expect(self.dpid, xid)
+        if not self.datapath.send_msg(msg):
+            self._replies.fail(self.dpid, xid, "switch connection is closed")
+        return self._replies.wait(self.dpid, xid, self._timeout_s)
+
+    def batch(self, msgs: Sequence[Any]) -> None:
+        """Send in order, then a barrier; raise if the switch rejected any of them.
+
+        OpenFlow answers in order, so every error for the batch has arrived
+        when the barrier reply does.
+        """
+        sent: list[int] = []
+        for msg in msgs:
+            xid = assign_xid(self.datapath, msg)
+            self._replies.expect(self.dpid, xid)
+            sent.append(xid)
+            self.datapath.send_msg(msg)
+        barrier = self.datapath.ofproto_parser.OFPBarrierRequest(self.datapath)
+        try:
+            self.request(barrier)
+        finally:
+            errors = self._replies.settle(self.dpid, sent)
+        if errors:
+            raise RequestFailedError(f"{len(errors)} message(s) rejected, first: {errors[0]}")

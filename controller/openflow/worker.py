@@ -1,0 +1,638 @@
+"""One worker per switch: the only code that changes a switch or its state.
+
+Everything that touches a switch — connect, port changes, a new policy or
+job set, the audit, detection, fabric changes — becomes a request to that
+switch's worker.  Requests coalesce: a burst of port changes, or a policy
+change arriving during an audit, is one sync.  The worker's thread owns the
+switch's state (ports, what the switch holds, overrides), so nothing needs
+a lock around it.  Queues (OVSDB, tc) are slow and run on a second thread of
+the worker, off the flow path, with their own coalescing flag.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from controller.classify.detector import Detector
+from controller.classify.flows import CounterSample, FlowId
+from controller.classify.reclassify import (
+    Claimed,
+    apply_decisions,
+    observed_flows,
+    split_samples,
+)
+from controller.classify.records import ObservedFlow
+from controller.openflow import messages
+from controller.openflow.channel import Channel
+from controller.openflow.observer import PortState, SyncReport
+from controller.openflow.replies import RequestFailedError
+from controller.openflow.settings import ActivePolicy, ControllerSettings
+from controller.openflow.stats import FlowCounters, class_counters
+from controller.pipeline import tables
+from controller.pipeline.desired import DesiredState, FabricInputs, desired_state
+from controller.pipeline.diff import FlowDiff, diff_flows
+from controller.pipeline.flows import InstalledFlow
+from controller.pipeline.groups import GroupDiff, GroupEntry, GroupType, MeterEntry, diff_groups
+from controller.pipeline.tables import TABLE_NAMES
+from controller.policy.detection import DetectionSpec
+from controller.qos.ovsdb import Bridge, OvsdbError
+from controller.qos.plan import PortQos
+from controller.qos.provision import plan_ports, reconcile_bridge
+
+LOG = logging.getLogger("flowlane.controller")
+
+OFPP_MAX = 0xFFFFFF00
+
+
+class SwitchContext(Protocol):
+    """What a worker needs from the controller around it (the app implements it)."""
+
+    settings: ControllerSettings
+
+    def fabric_inputs(self, dpid: int) -> FabricInputs | None:
+        """The discovered fabric as this switch should see it (None: not fabric mode)."""
+        ...
+
+    def switch_ports(self, dpid: int, ports: Sequence[PortState]) -> None:
+        """The switch's ports as read from it (fabric discovery learns edge ports here)."""
+        ...
+
+    def flows_seen(self, dpid: int, flows: Sequence[ObservedFlow]) -> None:
+        """The counted flows with their rates, every detection poll (placement reads them)."""
+        ...
+
+    def port_rates(self, dpid: int, tx_bps: dict[int, float]) -> None:
+        """Transmit rate of every port since the last poll (link utilisation)."""
+        ...
+
+
+@dataclass
+class _Installed:
+    """What the switch holds as of the last confirmed sync (barrier passed)."""
+
+    flows: list[InstalledFlow]
+    groups: dict[int, GroupEntry]
+    meters: dict[int, MeterEntry]
+
+
+@dataclass
+class _Pending:
+    sync: bool = False
+    fresh: bool = False
+    reasons: list[str] = field(default_factory=list)
+    ports: dict[int, PortState | None] = field(default_factory=dict)
+    """Port-status updates (None: deleted) applied by the worker before its next sync."""
+
+
+class SwitchWorker:
+    """Owns one switch. ``request_sync`` and ``port_status`` may be called from any thread."""
+
+    def __init__(self, channel: Channel, context: SwitchContext) -> None:
+        self.channel = channel
+        self.context = context
+        self.settings = context.settings
+        self.dpid = channel.dpid
+        self.tag = f"{self.dpid:016x}"
+        self.connected_at = time.time()
+        self._cond = threading.Condition()
+        self._pending = _Pending()
+        self._stopping = False
+        # Worker-thread state.
+        self.ports: list[PortState] | None = None
+        self._installed: _Installed | None = None
+        self.applied: ActivePolicy | None = None
+        self.synced_once = False
+        self._reported: tuple[int | None, tuple[PortState, ...]] | None = None
+        self.detector: Detector | None = None
+        self._detector_spec: DetectionSpec | None = None
+        self.overrides: dict[FlowId, str] = {}
+        self._claimed_bytes: dict[FlowId, tuple[int, float]] = {}
+        self._views_published = 0.0
+        self._next_detect = 0.0
+        self._next_stats = 0.0
+        self._tx_bytes: dict[int, tuple[int, float]] = {}
+        self.observed: tuple[ObservedFlow, ...] = ()
+        # Queues: their own thread and flag.
+        self._qos_cond = threading.Condition()
+        self._qos_wanted = False
+        self._qos_plans: dict[str, PortQos] = {}
+        self._qos_applied: dict[str, PortQos] | None = None
+        self._count_limit: int | None = None
+        self.bridge: Bridge | None = None
+        self._threads = [
+            threading.Thread(target=self._run, name=f"switch-{self.tag}", daemon=True),
+            threading.Thread(target=self._run_qos, name=f"qos-{self.tag}", daemon=True),
+        ]
+
+    # ---- called from other threads --------------------------------------------
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        with self._qos_cond:
+            self._qos_cond.notify_all()
+        deadline = time.monotonic() + timeout_s
+        for thread in self._threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, deadline - time.monotonic()))
+
+    def request_sync(self, reason: str, fresh: bool = False) -> None:
+        """Ask for a sync; requests made before the worker gets to it become one."""
+        with self._cond:
+            self._pending.sync = True
+            self._pending.fresh |= fresh
+            if reason not in self._pending.reasons:
+                self._pending.reasons.append(reason)
+            self._cond.notify()
+
+    def port_status(self, port: PortState, deleted: bool, reason: str) -> None:
+        """A port changed: the worker adopts it without re-reading the switch, then syncs."""
+        with self._cond:
+            self._pending.ports[port.number] = None if deleted else port
+            self._pending.sync = True
+            self._pending.reasons.append(reason)
+            self._cond.notify()
+
+    # ---- the worker thread --------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._pending.sync:
+                    delay = self._next_tick() - time.monotonic()
+                    if delay <= 0:
+                        break
+                    self._cond.wait(delay)
+                if self._stopping:
+                    return
+                pending, self._pending = self._pending, _Pending()
+            try:
+                if pending.sync:
+                    self._apply_ports(pending.ports)
+                    self._sync(", ".join(pending.reasons), pending.fresh)
+                self._tick()
+            except Exception:
+                LOG.exception("switch %s: worker step failed; will retry", self.tag)
+                time.sleep(0.2)
+
+    def _next_tick(self) -> float:
+        if not self.synced_once:
+            return time.monotonic() + 3600
+        return min(self._next_detect, self._next_stats)
+
+    def _tick(self) -> None:
+        """Periodic work that is due: detection polls and port counters."""
+        if not self.synced_once:
+            return
+        now = time.monotonic()
+        policy = self.settings.active.policy
+        if now >= self._next_detect:
+            spec = policy.detection
+            self._next_detect = now + (spec.interval if spec is not None else 1.0)
+            if spec is not None:
+                self._guard("detection", self._detect)
+        if now >= self._next_stats:
+            placement = policy.forwarding.placement
+            interval = placement.interval if placement is not None else 1.0
+            self._next_stats = now + interval
+            if policy.forwarding.fabric:
+                self._guard("port counters", self._poll_ports)
+
+    def _guard(self, what: str, step: Any) -> None:
+        try:
+            step()
+        except RequestFailedError as exc:
+            if not self._stopping:
+                LOG.warning("switch %s: %s not read: %s", self.tag, what, exc)
+
+    def _apply_ports(self, updates: dict[int, PortState | None]) -> None:
+        if not updates or self.ports is None:
+            return
+        by_number = {port.number: port for port in self.ports}
+        for number, port in updates.items():
+            if port is None:
+                by_number.pop(number, None)
+            else:
+                by_number[number] = port
+        self.ports = sorted(by_number.values(), key=lambda p: p.number)
+        self.context.switch_ports(self.dpid, self.ports)
+
+    # ---- sync -----------------------------------------------------------------------
+
+    def _read_ports(self) -> list[PortState]:
+        parser = self.channel.datapath.ofproto_parser
+        ofproto = self.channel.datapath.ofproto
+        replies = self.channel.request(parser.OFPPortDescStatsRequest(self.channel.datapath, 0))
+        return [port_state(port, ofproto) for port in replies if port.port_no <= OFPP_MAX]
+
+    def _read_installed(self) -> tuple[_Installed, list[Any], list[InstalledFlow]]:
+        datapath = self.channel.datapath
+        stats = self.channel.request(messages.flow_stats_request(datapath))
+        flows = [messages.installed_flow(s) for s in stats]
+        groups: dict[int, GroupEntry] = {}
+        meters: dict[int, MeterEntry] = {}
+        for desc in self.channel.request(messages.group_desc_request(datapath)):
+            group = messages.installed_group(desc)
+            # Undecodable groups are someone else's: keep their id so the diff deletes them.
+            groups[int(desc.group_id)] = group if group is not None else _FOREIGN_GROUP
+        for config in self.channel.request(messages.meter_config_request(datapath)):
+            meter = messages.installed_meter(config)
+            if meter is not None:
+                meters[meter.meter_id] = meter
+        return _Installed(flows, groups, meters), stats, flows
+
+    def _sync(self, reason: str, fresh: bool) -> None:
+        """``fresh`` re-reads ports and tables; otherwise the last confirmed state is trusted,
+        which keeps a policy or fabric change to one round trip (the barrier)."""
+        started = time.monotonic()
+        try:
+            summary = self._sync_flows(reason, fresh or self._installed is None)
+        except RequestFailedError as exc:
+            self._installed = None  # unknown: re-read next time
+            if self._stopping:
+                return
+            self.settings.metrics.sync_failures.labels(self.tag).inc()
+            LOG.error("switch %s: sync (%s) failed: %s; will retry", self.tag, reason, exc)
+            self._retry_later(reason)
+            return
+        except Exception:
+            self._installed = None
+            self.settings.metrics.sync_failures.labels(self.tag).inc()
+            LOG.exception("switch %s: sync (%s) failed; will retry", self.tag, reason)
+            self._retry_later(reason)
+            return
+        self.settings.metrics.sync_seconds.observe(time.monotonic() - started)
+        if self.settings.manage_qos and (fresh or self._qos_applied != self._qos_plans):
+            self._want_qos()
+        if summary.startswith("+0 -0 ") and self.synced_once:
+            return
+        LOG.info("switch %s in sync (%s): %s", self.tag, reason, summary)
+        self.synced_once = True
+
+    def _retry_later(self, reason: str) -> None:
+        def retry() -> None:
+            time.sleep(1.0)
+            if not self._stopping:
+                self.request_sync(f"retry of {reason}", fresh=True)
+
+        threading.Thread(target=retry, name=f"retry-{self.tag}", daemon=True).start()
+
+    def _sync_flows(self, reason: str, fresh: bool) -> str:
+        active = self.settings.active
+        if fresh or self.ports is None:
+            self.ports = self._read_ports()
+            self.context.switch_ports(self.dpid, self.ports)
+        if fresh or self._installed is None:
+            polled = time.monotonic()
+            self._installed, stats, flows = self._read_installed()
+            if reason == "audit":
+                self._record_stats(stats, flows)
+                self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
+        ports, installed = self.ports, self._installed
+        want = desired_state(
+            active.policy,
+            self.dpid,
+            {port.name: port.number for port in ports},
+            self.overrides,
+            self.settings.jobs,
+            self.context.fabric_inputs(self.dpid),
+        )
+        flow_diff = diff_flows(installed.flows, want.flows)
+        group_diff = diff_groups(installed.groups, want.groups)
+        meter_changes = [m for m in want.meters if installed.meters.get(m.meter_id) != m]
+        changed = not flow_diff.empty or not group_diff.empty or bool(meter_changes)
+        if changed:
+            self._installed = None  # unknown until the barrier confirms
+            self._send(flow_diff, group_diff, meter_changes, installed.meters)
+        self._installed = _Installed(
+            [InstalledFlow(flow.key, flow.cookie) for flow in want.flows],
+            {group.group_id: group for group in want.groups},
+            {**installed.meters, **{meter.meter_id: meter for meter in want.meters}},
+        )
+        self._confirmed(active)
+        self._qos_plans = plan_ports(active.policy, {port.name: port.link_bps for port in ports})
+        reported = (active.version, tuple(ports))
+        if reported != self._reported or changed:
+            # Reports carry every flow: send one only when something changed.
+            self._report(active, want)
+            self._reported = reported
+        for table_id, name in TABLE_NAMES.items():
+            count = sum(1 for flow in want.flows if flow.table_id == table_id)
+            self.settings.metrics.flows.labels(self.tag, name).set(count)
+        if self.synced_once and reason == "audit" and changed:
+            self.settings.metrics.drift_repairs.labels(self.tag, "flows").inc()
+        if want.unresolved_rules:
+            LOG.warning(
+                "switch %s: rules %s name ports this switch lacks; skipped",
+                self.tag,
+                ", ".join(want.unresolved_rules),
+            )
+        groups = ""
+        if want.groups or not group_diff.empty:
+            groups = (
+                f", groups +{len(group_diff.add)} ~{len(group_diff.modify)}"
+                f" -{len(group_diff.delete)}"
+            )
+        return (
+            f"+{len(flow_diff.add)} -{len(flow_diff.delete)} ={flow_diff.unchanged} flows{groups}"
+        )
+
+    def _send(
+        self,
+        flows: FlowDiff,
+        groups: GroupDiff,
+        meters: Sequence[MeterEntry],
+        installed_meters: dict[int, MeterEntry],
+    ) -> None:
+        """Meters and groups before the flows that use them; flow adds before deletes, so
+        traffic never falls through a gap; groups deleted after the flows that used them."""
+        datapath = self.channel.datapath
+        batch: list[Any] = [
+            *(
+                messages.meter_modify(datapath, m)
+                if m.meter_id in installed_meters
+                else messages.meter_add(datapath, m)
+                for m in meters
+            ),
+            *(messages.group_add(datapath, g) for g in groups.add),
+            *(messages.group_modify(datapath, g) for g in groups.modify),
+            *(messages.flow_add(datapath, f) for f in flows.add),
+            *(messages.flow_delete(datapath, k) for k in flows.delete),
+            *(messages.flow_delete_by_cookie(datapath, t, c) for t, c in flows.delete_by_cookie),
+            *(messages.group_delete(datapath, gid) for gid in groups.delete),
+        ]
+        self.settings.metrics.flow_mods.labels(self.tag, "add").inc(len(flows.add))
+        self.settings.metrics.flow_mods.labels(self.tag, "delete").inc(len(flows.delete))
+        self.channel.batch(batch)
+
+    def _confirmed(self, active: ActivePolicy) -> None:
+        """The switch holds ``active``'s flows (barrier passed, or nothing to change)."""
+        if self.applied is not active:
+            self.settings.metrics.apply_seconds.observe(time.monotonic() - active.since)
+            self.applied = active
+        version = active.version if active.version is not None else -1
+        self.settings.metrics.applied_version.labels(self.tag).set(version)
+
+    def _report(self, active: ActivePolicy, want: DesiredState) -> None:
+        assert self.ports is not None
+        bridge = self._bridge() if self.settings.manage_qos else None
+        report = SyncReport(
+            dpid=self.dpid,
+            policy_version=active.version,
+            connected_at=self.connected_at,
+            ports=tuple(self.ports),
+            flows=want.flows,
+            queues=tuple(self._qos_plans.values()) if self.settings.manage_qos and bridge else (),
+            datapath_type=bridge.datapath_type if bridge else None,
+        )
+        for observer in self.settings.observers:
+            try:
+                observer.switch_synced(report)
+            except Exception:
+                LOG.exception("switch %s: observer %r failed", self.tag, observer)
+
+    def _record_stats(self, stats: list[Any], installed: list[InstalledFlow]) -> None:
+        """Per-class and per-queue counters for Prometheus, from the audit's own reads."""
+        metrics, policy = self.settings.metrics, self.settings.active.policy
+        counters = [
+            FlowCounters(flow, s.packet_count, s.byte_count)
+            for flow, s in zip(installed, stats, strict=True)
+        ]
+        for name, (packets, octets) in class_counters(policy, counters).items():
+            metrics.class_packets.labels(self.tag, name).set(packets)
+            metrics.class_bytes.labels(self.tag, name).set(octets)
+        datapath = self.channel.datapath
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        try:
+            queues = self.channel.request(
+                parser.OFPQueueStatsRequest(datapath, 0, ofproto.OFPP_ANY, ofproto.OFPQ_ALL),
+            )
+        except RequestFailedError as exc:
+            LOG.debug("switch %s: no queue statistics: %s", self.tag, exc)
+            return
+        names = {port.number: port.name for port in self.ports or []}
+        for queue in queues:
+            labels = (self.tag, names.get(queue.port_no, str(queue.port_no)), str(queue.queue_id))
+            metrics.queue_tx_bytes.labels(*labels).set(queue.tx_bytes)
+            metrics.queue_tx_packets.labels(*labels).set(queue.tx_packets)
+            metrics.queue_tx_errors.labels(*labels).set(queue.tx_errors)
+
+    # ---- detection --------------------------------------------------------------------
+
+    def _detect(self) -> None:
+        policy = self.settings.active.policy
+        spec = policy.detection
+        assert spec is not None
+        if self.detector is None or self._detector_spec != spec:
+            # A new threshold or class starts over: overrides of the old spec go with it.
+            self.detector = Detector(spec, policy.ports.rate.bps)
+            self._detector_spec = spec
+            self.overrides = {}
+            self._want_qos()  # the counting table's cap is OVSDB work
+        started = time.monotonic()
+        datapath = self.channel.datapath
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        # The switch dates entries (``duration``) when it answers, right after we ask;
+        # taking ``now`` after decoding would shift every flow's start by the decode time.
+        now = started
+        stats = self.channel.request(
+            parser.OFPFlowStatsRequest(
+                datapath,
+                0,
+                tables.COUNT,
+                ofproto.OFPP_ANY,
+                ofproto.OFPG_ANY,
+                0,
+                0,
+                parser.OFPMatch(),
+            ),
+        )
+        entries: list[tuple[CounterSample, int]] = []
+        for entry in stats:
+            flow = FlowId.from_oxm(dict(entry.match.items()))
+            if flow is None:
+                continue
+            age = entry.duration_sec + entry.duration_nsec / 1e9
+            entries.append(
+                (CounterSample(flow, entry.byte_count, entry.packet_count, age), entry.cookie)
+            )
+        samples, claimed = split_samples(entries)
+        decisions = self.detector.observe(samples, now)
+        metrics = self.settings.metrics
+        metrics.detection_poll_seconds.observe(time.monotonic() - started)
+        metrics.tracked_flows.labels(self.tag).set(decisions.tracked)
+        metrics.overrides_active.labels(self.tag).set(decisions.overrides)
+        if decisions.dropped:
+            metrics.untracked_flows.labels(self.tag).inc(decisions.dropped)
+        outcome = apply_decisions(
+            self.dpid,
+            self.overrides,
+            decisions,
+            spec.elephant.traffic_class,
+            policy.default_class,
+        )
+        for demotion in decisions.demote:
+            metrics.detections.labels(self.tag, str(demotion.reason)).inc()
+        for release in decisions.release:
+            metrics.releases.labels(self.tag, str(release.reason)).inc()
+        if outcome.changes:
+            self.overrides = outcome.overrides
+            self._sync("detection", False)
+            for change in outcome.changes:
+                after = (
+                    f", {change.latency_s:.3f} s after its first packet"
+                    if change.latency_s is not None
+                    else ""
+                )
+                LOG.info(
+                    "switch %s: %s %s -> %s (%s%s)",
+                    self.tag,
+                    change.flow,
+                    change.from_class,
+                    change.to_class,
+                    change.reason,
+                    after,
+                )
+            for observer in self.settings.observers:
+                observer.flows_reclassified(list(outcome.changes))
+        self._view(claimed, now)
+
+    def _view(self, claimed: list[Claimed], now: float) -> None:
+        """The flow view, every poll for placement and at most once a second for people."""
+        assert self.detector is not None
+        view = observed_flows(
+            self.detector,
+            self.settings.active.policy,
+            self.settings.jobs,
+            claimed,
+            self._claimed_bytes,
+            now,
+            time.time() - now,
+        )
+        self._claimed_bytes = view.claimed_bytes
+        self.observed = view.flows
+        self.context.flows_seen(self.dpid, view.flows)
+        if now - self._views_published >= 1.0:
+            self._views_published = now
+            for observer in self.settings.observers:
+                observer.flows_observed(self.dpid, list(view.flows))
+
+    def _poll_ports(self) -> None:
+        datapath = self.channel.datapath
+        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
+        now = time.monotonic()
+        replies = self.channel.request(parser.OFPPortStatsRequest(datapath, 0, ofproto.OFPP_ANY))
+        rates: dict[int, float] = {}
+        for stat in replies:
+            if stat.port_no > OFPP_MAX:
+                continue
+            before = self._tx_bytes.get(stat.port_no)
+            self._tx_bytes[stat.port_no] = (stat.tx_bytes, now)
+            if before is not None and stat.tx_bytes >= before[0] and now > before[1]:
+                rates[stat.port_no] = 8 * (stat.tx_bytes - before[0]) / (now - before[1])
+        if rates:
+            self.context.port_rates(self.dpid, rates)
+
+    # ---- queues (their own thread) -------------------------------------------------------
+
+    def _want_qos(self) -> None:
+        with self._qos_cond:
+            self._qos_wanted = True
+            self._qos_cond.notify()
+
+    def _run_qos(self) -> None:
+        while True:
+            with self._qos_cond:
+                while not self._stopping and not self._qos_wanted:
+                    self._qos_cond.wait()
+                if self._stopping:
+                    return
+                self._qos_wanted = False
+            try:
+                summary = self._sync_qos()
+            except Exception:
+                LOG.exception("switch %s: queues not set; will retry", self.tag)
+                continue
+            if summary:
+                LOG.debug("switch %s: %s", self.tag, summary)
+
+    def _sync_qos(self) -> str:
+        """Queues to the newest plan of this switch, and the counting table's cap."""
+        if not self.settings.manage_qos:
+            return ""
+        bridge = self._bridge()
+        if bridge is None:
+            return "QoS skipped (bridge not in the local OVSDB, or OVSDB unreachable)"
+        spec = self.settings.active.policy.detection
+        if spec is not None and self._count_limit != spec.max_tracked:
+            try:
+                self.settings.ovsdb.limit_flow_table(bridge.name, tables.COUNT, spec.max_tracked)
+                self._count_limit = spec.max_tracked
+            except OvsdbError as exc:
+                LOG.error("switch %s: counting table not capped: %s", self.tag, exc.detail)
+        plans = self._qos_plans
+        outcome = reconcile_bridge(self.settings.ovsdb, bridge, plans)
+        self._qos_applied = plans if outcome.ok and not outcome.vanished else None
+        if outcome.vanished:
+            LOG.info(
+                "switch %s: ports gone before their queues were set: %s",
+                self.tag,
+                ", ".join(outcome.vanished),
+            )
+        for port, detail in outcome.failed.items():
+            self.settings.metrics.qos_errors.labels(port).inc()
+            LOG.error("switch %s port %s: QoS not applied: %s; will retry", self.tag, port, detail)
+        if self.synced_once and (outcome.changed_ports or outcome.filtered_ports):
+            self.settings.metrics.drift_repairs.labels(self.tag, "qos").inc()
+            LOG.info(
+                "switch %s: queues set on %s, tc filters set on %s",
+                self.tag,
+                ", ".join(outcome.changed_ports) or "-",
+                ", ".join(outcome.filtered_ports) or "-",
+            )
+        provisioned = len(plans) - len(outcome.failed) - len(outcome.vanished)
+        return f"queues on {provisioned}/{len(plans)} ports ({bridge.datapath_type} datapath)"
+
+    def _bridge(self) -> Bridge | None:
+        """The OVSDB bridge of this datapath, looked up once (None: not local, or OVSDB down)."""
+        if self.bridge is None:
+            try:
+                self.bridge = self.settings.ovsdb.bridge_for(self.dpid)
+            except OvsdbError as exc:
+                LOG.error("switch %s: cannot read OVSDB bridges: %s; will retry", self.tag, exc)
+        return self.bridge
+
+
+_FOREIGN_GROUP = GroupEntry(type=GroupType.ALL, buckets=(), group_id=0xFFFFFF00 - 1)
+"""Stands for a group flowlane cannot decode: never equal to a planned one, so it is deleted."""
+
+
+def port_state(desc: Any, ofproto: Any) -> PortState:
+    """A port description (reply or port-status) as the controller keeps it."""
+    return PortState(
+        desc.port_no,
+        desc.name.decode(errors="replace"),
+        desc.curr_speed * 1000 if desc.curr_speed else None,
+        up=not (desc.state & ofproto.OFPPS_LINK_DOWN)
+        and not (desc.config & ofproto.OFPPC_PORT_DOWN),
+        hw_addr=_mac(desc.hw_addr),
+    )
+
+
+def _mac(value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value.replace(":", ""), 16)
+        except ValueError:
+            return 0
+    return int(value) if isinstance(value, int) else 0
