@@ -106,7 +106,15 @@ def main(argv: list[str] | None = None) -> int:
 def start_receiver(host: Any, port: int, seconds: float) -> subprocess.Popen[str]:
     """A receiver in ``host``, returned once its socket is bound."""
     process: subprocess.Popen[str] = host.popen(
-        [sys.executable, str(SCRIPT), "receive", "--port", str(port), "--duration", f"{seconds:.2f}"],
+        [
+            sys.executable,
+            str(SCRIPT),
+            "receive",
+            "--port",
+            str(port),
+            "--duration",
+            f"{seconds:.2f}",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -119,7 +127,13 @@ def start_receiver(host: Any, port: int, seconds: float) -> subprocess.Popen[str
 
 
 def start_sender(
-    host: Any, ip: str, port: int, rate: float, size: int, *, seconds: float | None = None,
+    host: Any,
+    ip: str,
+    port: int,
+    rate: float,
+    size: int,
+    *,
+    seconds: float | None = None,
     count: int | None = None,
 ) -> subprocess.Popen[str]:
     amount = ["--count", str(count)] if count is not None else ["--duration", f"{seconds:.2f}"]

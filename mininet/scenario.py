@@ -10,6 +10,15 @@ restarted with the mode's policy and the switches reconciled to it before
 traffic starts.  The report (``report.json``), the plots and the controller
 logs go to ``--out``.
 
+On a leaf-spine the modes also differ in forwarding: ``NORMAL`` needs RSTP
+(a spanning tree) on the bridges, the controller's fabric forwarding needs
+it off.  When forwarding changes between two controller runs, the bridges
+are emptied (no flows, groups or meters) before RSTP is switched, so the
+next controller starts from a clean slate and nothing floods meanwhile; a
+mode starts once every host pair of the workloads answers a ping.  Link
+events (``events``) are carried out during each mode's phase with Mininet's
+``configLinkStatus``, and every link is up again before the next phase.
+
 SIGINT, SIGTERM and SIGHUP unwind the run like an error does: every process
 is stopped by PID and the network, its bridges and its QoS rows removed.
 """
@@ -36,6 +45,7 @@ from typing import Any
 
 import harness
 import httpx
+import probe
 import workloads
 import yaml
 from rich.console import Console
@@ -46,15 +56,29 @@ from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.errors import FieldError
 from controller.policy.load import load_policy_file
 from controller.policy.model import Policy
-from controller.scenario import results
+from controller.scenario import fabric, failover, results
+from controller.scenario import probe as probe_results
 from controller.scenario.jobs import workload_jobs
-from controller.scenario.modes import mode_document
-from controller.scenario.report import ALONE, IDLE, PhaseResult, Report, headline
+from controller.scenario.modes import mode_document, mode_policy, needs_rstp
+from controller.scenario.report import (
+    ALONE,
+    IDLE,
+    EventResult,
+    PhaseResult,
+    ProbeResult,
+    Report,
+    headline,
+)
 from controller.scenario.spec import (
+    AllReduceWorkload,
+    BulkFlow,
     BulkWorkload,
     LoadedScenario,
     Mode,
+    ProbeWorkload,
+    Reference,
     ScenarioError,
+    event_errors,
     load_scenario,
     scenario_files,
 )
@@ -62,6 +86,10 @@ from controller.scenario.spec import (
 SCENARIOS = harness.REPO / "mininet" / "scenarios"
 SETTLE_S = 1.0
 """Pause after the switches are in sync, so the previous phase's queues have drained."""
+EVENT_INTERVAL_S = 0.2
+"""Timeline resolution of scenarios with link events: recovery is read from it."""
+TRACE_BURST = 300
+"""Datagrams of the burst that traces a probe pair's path (sent alone, before traffic)."""
 
 
 class RunError(RuntimeError):
@@ -108,11 +136,16 @@ class Phase:
     inference: bool
 
 
-def phases(modes: list[Mode]) -> list[Phase]:
+def phases(
+    modes: list[Mode], references: tuple[Reference, ...] = (Reference.IDLE, Reference.ALONE)
+) -> list[Phase]:
     """References first, under the full policy, then every mode with both loads."""
-    return [
+    reference_phases = [
         Phase(IDLE, Mode.FLOWLANE, training=False, inference=True),
         Phase(ALONE, Mode.FLOWLANE, training=True, inference=False),
+    ]
+    return [
+        *(phase for phase in reference_phases if Reference(phase.name) in references),
         *(Phase(str(mode), mode, training=True, inference=True) for mode in modes),
     ]
 
@@ -162,15 +195,31 @@ class Runner:
         self.options = options
         self.progress = progress
         self.capacity_bps = loaded.policy.ports.configured_rate(self.scenario.bottleneck).bps
+        self.topology = fabric.fabric_topology(self.plan, loaded.policy)
+        self.training = fabric.training_commodities(self.scenario, self.plan)
+        self.optimum_bps = fabric.optimum_bps(loaded) if self.plan.loops and self.training else None
+        self.interval_s = (
+            EVENT_INTERVAL_S if self.scenario.events else workloads.TIMELINE_INTERVAL_S
+        )
+        self.bridges = [switch.name for switch in self.plan.switches]
+        self.rstp_root = self.plan.switches[-1].name if self.plan.loops else None
+        self.previous: Any = None
+        """The policy of the previous controller run (None before the first)."""
+        self.probe_pair: BulkFlow | None = None
+        self.probe_path: list[str] = []
 
     def run(self) -> Report:
         started = datetime.datetime.now(datetime.UTC)
         harness.check_prerequisites()
+        late = event_errors(
+            self.scenario.events, self.plan, self.options.ramp_s + self.options.duration_s
+        )
+        if late:
+            raise RunError(f"--duration {self.options.duration_s:g}: {late[0]}")
         self.options.out.mkdir(parents=True, exist_ok=True)
         self._check_free()
         ofp_port = harness.free_port()
-        rstp_root = self.plan.switches[-1].name if self.plan.loops else None
-        plan_phases = phases(self.options.modes)
+        plan_phases = phases(self.options.modes, tuple(self.scenario.references))
         tasks = {
             p.name: self.progress.add_task(p.name, total=phase_length(p, self.options), start=False)
             for p in plan_phases
@@ -178,7 +227,7 @@ class Runner:
         done: dict[str, PhaseResult] = {}
         topo = PlannedTopo(plan=self.plan)
         with (
-            harness.network(topo, ofp_port, rstp_root) as net,
+            harness.network(topo, ofp_port) as net,
             workloads.servers(net, self.scenario),
         ):
             for mode, group in self._by_controller(plan_phases):
@@ -193,6 +242,7 @@ class Runner:
             policy_file=str(self.scenario.policy),
             bottleneck=self.scenario.bottleneck,
             capacity_bps=self.capacity_bps,
+            optimum_bps=self.optimum_bps,
             duration_s=self.options.duration_s,
             ramp_s=self.options.ramp_s,
             modes=modes,
@@ -200,7 +250,7 @@ class Runner:
             started_at=started.isoformat(timespec="seconds"),
             finished_at=finished.isoformat(timespec="seconds"),
             phases=done,
-            headline=headline(done, modes, self.capacity_bps),
+            headline=headline(done, modes, self.capacity_bps, self.optimum_bps),
         )
 
     def _run_group(
@@ -219,11 +269,14 @@ class Runner:
         log = self.options.out / f"controller-{group[0].name}.log"
         policy_file = self._write_policy(mode)
         current = group[0].name
+        self._prepare_switches(mode_policy(self.loaded.policy_document, mode))
         with _session(policy_file, log, ofp_port, with_api=bool(jobs)) as session:
             try:
-                self._wait_ready(net, session.policy, first=not done)
+                self._wait_ready(net, session.policy)
                 if jobs:
                     self._register(session, jobs)
+                if self.scenario.probes and any(p.training and p.inference for p in group):
+                    self._trace_probe(net, self.scenario.probes[0])
                 for phase in group:
                     current = phase.name
                     done[phase.name] = self._run_phase(net, phase, tasks[phase.name], jobs)
@@ -296,15 +349,86 @@ class Runner:
         path.write_text(header + yaml.safe_dump(document, sort_keys=False))
         return path
 
-    def _wait_ready(self, net: Any, policy: Any, first: bool) -> None:
-        """Every switch holds the mode's pipeline and queues; first time, every host answers."""
+    def _prepare_switches(self, policy: Policy) -> None:
+        """Empty the bridges and switch RSTP when forwarding changes; before the controller starts.
+
+        Fabric modes always start from empty bridges: a fabric controller
+        must discover everything itself, not inherit the last one's groups.
+        """
+        previous, self.previous = self.previous, policy
+        rstp = needs_rstp(policy, self.plan.loops)
+        if previous is None:
+            if rstp:
+                harness.set_rstp(self.bridges, self.rstp_root)
+            return
+        was_rstp = needs_rstp(previous, self.plan.loops)
+        if previous.forwarding.fabric or policy.forwarding.fabric or rstp != was_rstp:
+            harness.reset_switches(self.bridges)
+            if rstp != was_rstp:
+                harness.set_rstp(self.bridges, self.rstp_root if rstp else None)
+
+    def _wait_ready(self, net: Any, policy: Policy) -> None:
+        """Every switch holds the mode's pipeline and queues, and every workload pair answers.
+
+        A spanning tree takes seconds to open its ports, and a fabric
+        controller forwards only once it has discovered the links and the
+        hosts: the pings are what says the fabric is ready.
+        """
         for switch in self.plan.switches:
             harness.wait_in_sync(switch.name, policy, self.plan.ports_of(switch.name), timeout_s=60)
-        if first:  # a spanning tree takes a few seconds to open its ports
-            harness.wait_for(
-                "every host to reach every other", lambda: net.pingAll(timeout=1) == 0, 60, 1
-            )
+        pending = set(workload_pairs(self.scenario))
+        ips = {host.name: host.ip for host in self.plan.hosts}
+
+        def answered() -> bool:
+            # All pairs at once: a fabric learns a host from its first packet, so pairs
+            # pinged one after the other would each wait out a timeout.
+            pings = {
+                pair: net.get(pair[0]).popen(
+                    ["ping", "-c1", "-W1", ips[pair[1]]],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+                for pair in sorted(pending)
+            }
+            for pair, process in pings.items():
+                if process.wait(10) == 0:
+                    pending.discard(pair)
+            return not pending
+
+        try:
+            harness.wait_for("every workload host pair to answer a ping", answered, 60, 0.5)
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}: no answer on {sorted(pending)}") from None
         time.sleep(SETTLE_S)
+
+    def _trace_probe(self, net: Any, workload: ProbeWorkload) -> None:
+        """Trace each candidate pair's path with a burst sent alone; keep the first that crosses.
+
+        The first link event's link is the one the stream must cross: hashing
+        picks a spine per host pair, and the mode decides the hashing.
+        """
+        ips = {host.name: host.ip for host in self.plan.hosts}
+        paths: list[list[str]] = []
+        for flow in workload.flows:
+            before = {bridge: harness.ofctl_tx_packets(bridge) for bridge in self.bridges}
+            sender = probe.start_sender(
+                net.get(flow.src),
+                ips[flow.dst],
+                workload.port,
+                3000,
+                workload.size,
+                count=TRACE_BURST,
+            )
+            probe.report(f"probe trace {flow.src}->{flow.dst}", sender, 30)
+            time.sleep(0.2)  # the last datagrams leave the last switch
+            after = {bridge: harness.ofctl_tx_packets(bridge) for bridge in self.bridges}
+            paths.append(fabric.raised_ports(self.plan, before, after, TRACE_BURST))
+        index = (
+            fabric.first_crossing(paths, self.plan, self.scenario.events[0].link)
+            if self.scenario.events
+            else 0
+        )
+        self.probe_pair, self.probe_path = workload.flows[index], paths[index]
 
     def _run_phase(
         self, net: Any, phase: Phase, task: Any, jobs: list[dict[str, Any]]
@@ -312,34 +436,69 @@ class Runner:
         options, scenario = self.options, self.scenario
         length = phase_length(phase, options)
         running = workloads.Running()
+        probes: list[subprocess.Popen[str]] = []
+        events = _Events(net, scenario.events if phase.training and phase.inference else [])
+        probe_workload = scenario.probes[0] if scenario.probes and phase.inference else None
+        probe_flow = self.probe_pair if phase.training else None
         self.progress.start_task(task)
         ticker = _Ticker(self.progress, task, length)
         try:
+            if probe_workload is not None and probe_flow is not None:
+                receiver = probe.start_receiver(
+                    net.get(probe_flow.dst), probe_workload.port, length + 3
+                )
+                probes.append(receiver)
             origin = time.time()
+            events.start(origin)
             if phase.training:
                 for workload in scenario.training:
                     if isinstance(workload, BulkWorkload):
                         omit = length - options.duration_s
-                        workloads.start_bulk(net, workload, length + 0.5, omit, running)
+                        _start_bulk(net, workload, length + 0.5, omit, running, self.interval_s)
                     else:
                         workloads.start_allreduce(net, workload, length + 0.5, running)
+            if probe_workload is not None and probe_flow is not None:
+                ip = str(net.get(probe_flow.dst).IP())
+                probes.append(
+                    probe.start_sender(
+                        net.get(probe_flow.src),
+                        ip,
+                        probe_workload.port,
+                        probe_workload.rate,
+                        probe_workload.size,
+                        seconds=length,
+                    )
+                )
             if phase.inference:
                 if phase.training:
                     _sleep_until(origin + options.ramp_s)
                 window_start = time.time() + workloads.INFERENCE_WARMUP_S
-                for index, workload in enumerate(scenario.inference):
+                for index, inference_workload in enumerate(scenario.inference):
                     workloads.start_inference(
-                        net, workload, options.duration_s, options.seed + 100 * index, running
+                        net,
+                        inference_workload,
+                        options.duration_s,
+                        options.seed + 100 * index,
+                        running,
                     )
             else:
                 window_start = origin + options.ramp_s
             collected = workloads.collect(running, length + 60)
+            probe_reports = [
+                probe.report(f"probe {role}", process, 30)
+                for role, process in zip(("receiver", "sender"), probes, strict=False)
+            ]
+            events.finish()
+            events.check()
             raw = self.options.out / "raw"
             raw.mkdir(exist_ok=True)
-            (raw / f"{phase.name}.json").write_text(json.dumps(dataclasses.asdict(collected)))
+            (raw / f"{phase.name}.json").write_text(
+                json.dumps({**dataclasses.asdict(collected), "probe": probe_reports})
+            )
         finally:
             ticker.stop()
-            for process in running.all():
+            events.finish()
+            for process in [*running.all(), *probes]:
                 harness.stop_process(process)
         window = (window_start, window_start + options.duration_s)
         inference = results.inference_result(collected.inference) if phase.inference else None
@@ -348,7 +507,7 @@ class Runner:
             results.allreduce_result(name, workers, window)
             for name, workers in collected.allreduce.items()
         ]
-        return results.phase_result(
+        result = results.phase_result(
             phase.name,
             f"{phase.mode} mode of {scenario.policy}"
             + (f", jobs: {', '.join(job['name'] for job in jobs)}" if jobs else ""),
@@ -360,8 +519,169 @@ class Runner:
             allreduce=allreduce,
             origin=origin,
             length_s=length + 1,
-            interval_s=workloads.TIMELINE_INTERVAL_S,
+            interval_s=self.interval_s,
         )
+        run = None
+        if probe_workload is not None and probe_flow is not None and len(probe_reports) == 2:
+            run = probe_results.probe_run(probe_reports[1], probe_reports[0])
+            result.probe = self._probe_result(probe_workload, probe_flow, run)
+        if events.events:
+            result.events = self._event_results(events, origin, length, result, run)
+        return result
+
+    def _probe_result(
+        self, workload: ProbeWorkload, flow: BulkFlow, run: probe_results.ProbeRun
+    ) -> ProbeResult:
+        whole = probe_results.loss(run)
+        first = self.scenario.events[0].link if self.scenario.events else None
+        return ProbeResult(
+            workload=workload.name,
+            label=f"{flow.src}->{flow.dst}",
+            path=self.probe_path,
+            crosses_first_event=first is not None
+            and failover.crosses(self.probe_path, self.plan, first),
+            rate=run.rate,
+            sent=whole.sent,
+            received=whole.received,
+            lost=whole.lost,
+            loss_ms=whole.loss_ms,
+            longest_gap_ms=whole.longest_gap_ms,
+        )
+
+    def _event_results(
+        self,
+        events: _Events,
+        origin: float,
+        length: float,
+        result: PhaseResult,
+        run: probe_results.ProbeRun | None,
+    ) -> list[EventResult]:
+        others = []
+        if self.scenario.probes and self.probe_pair is not None:
+            others.append(
+                fabric.probe_commodity(self.scenario.probes[0], self.plan, self.probe_pair)
+            )
+        optimums = failover.after_events(
+            self.topology, self.plan, events.events, self.training, others
+        )
+        return failover.event_results(
+            events.events,
+            origin=origin,
+            executed=events.executed,
+            phase_s=length,
+            optimums=optimums,
+            series=result.timeline.get(results.TRAINING, []),
+            interval_s=self.interval_s,
+            probe=run,
+            probe_path=self.probe_path,
+            plan=self.plan,
+        )
+
+
+def workload_pairs(scenario: Any) -> list[tuple[str, str]]:
+    """Every (source, destination) host pair the scenario's workloads send between."""
+    pairs: set[tuple[str, str]] = set()
+    for workload in scenario.workloads:
+        if isinstance(workload, BulkWorkload | ProbeWorkload):
+            pairs |= {(flow.src, flow.dst) for flow in workload.flows}
+        elif isinstance(workload, AllReduceWorkload):
+            ring = workload.workers
+            pairs |= set(zip(ring, [*ring[1:], ring[0]], strict=True))
+        else:
+            pairs |= {
+                (client, workload.servers[i % len(workload.servers)])
+                for i, client in enumerate(workload.clients)
+            }
+    return sorted(pairs)
+
+
+def _start_bulk(
+    net: Any,
+    workload: BulkWorkload,
+    seconds: float,
+    omit_s: float,
+    running: workloads.Running,
+    interval_s: float,
+) -> None:
+    """``workloads.start_bulk`` with a chosen report interval (recovery needs 0.2 s)."""
+    if interval_s == workloads.TIMELINE_INTERVAL_S:
+        workloads.start_bulk(net, workload, seconds, omit_s, running)
+        return
+    for (host, port), flow in zip(workloads.bulk_ports(workload), workload.flows, strict=True):
+        args = ["iperf3", "-c", str(net.get(host).IP()), "-p", str(port), "-J"]
+        args += ["-t", f"{seconds:.1f}", "-O", f"{omit_s:.1f}", "-i", str(interval_s)]
+        if workload.protocol == "udp":
+            args += ["-u", "-b", str(workload.udp_rate)]
+        started = time.time()
+        running.bulk.append(
+            (
+                workload,
+                f"{flow.src}->{flow.dst}",
+                started,
+                harness.host_popen(net.get(flow.src), args),
+            )
+        )
+
+
+class _Events:
+    """Carries out a phase's link events on their schedule, in a thread; restores every link.
+
+    ``executed`` records when each was done (seconds since the phase's
+    origin): a ``configLinkStatus`` takes a few milliseconds, and what
+    follows an event is read from when it happened.
+    """
+
+    def __init__(self, net: Any, events: list[Any]) -> None:
+        self.net = net
+        self.events = list(events)
+        self.executed: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._down: set[tuple[str, str]] = set()
+        self.error: BaseException | None = None
+
+    def start(self, origin: float) -> None:
+        if not self.events:
+            return
+
+        def run() -> None:
+            try:
+                for event in self.events:
+                    if self._stop.wait(max(0.0, origin + event.at - time.time())):
+                        return
+                    a, b = event.link
+                    self.net.configLinkStatus(a, b, str(event.state))
+                    self.executed.append(time.time() - origin)
+                    if str(event.state) == "down":
+                        self._down.add((a, b))
+                    else:
+                        self._down.discard((a, b))
+            except Exception as exc:  # reported by finish(), in the main thread
+                self.error = exc
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def finish(self) -> None:
+        """Stop, and bring every link the events took down up again (safe to call twice)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+            self._thread = None
+        for a, b in sorted(self._down):
+            self.net.configLinkStatus(a, b, "up")
+        self._down.clear()
+
+    def check(self) -> None:
+        """Raise what the thread hit, or that the phase ended before every event ran."""
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise RunError(f"link event failed: {error}")
+        if len(self.executed) < len(self.events):
+            raise RunError(
+                f"only {len(self.executed)} of {len(self.events)} link events ran:"
+                " the phase ended first"
+            )
 
 
 @dataclass
@@ -439,7 +759,7 @@ def run(
 ) -> tuple[Report, Path]:
     """Run one scenario end to end and write its report; the CLI and the tests call this."""
     from controller.scenario.plots import write_plots
-    from controller.scenario.summary import summary_table
+    from controller.scenario.summary import events_table, summary_table
 
     console = console or Console(stderr=True)
     loaded = load_scenario(resolve(name_or_path), harness.REPO)
@@ -461,6 +781,17 @@ def run(
     path = options.out / "report.json"
     path.write_text(report.model_dump_json(indent=2))
     console.print(summary_table(report))
+    events = events_table(report)
+    if events is not None:
+        console.print(events)
+    for mode in report.modes:
+        probe_result = report.phases[mode].probe
+        if probe_result is not None:
+            console.print(
+                f"{mode}: probe {probe_result.label} via {', '.join(probe_result.path) or '?'}:"
+                f" {probe_result.lost} of {probe_result.sent} lost ({probe_result.loss_ms:g} ms),"
+                f" longest gap {probe_result.longest_gap_ms:g} ms"
+            )
     console.print(f"report: {path}")
     if on_report:
         on_report(report, path)
@@ -475,7 +806,7 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("list", help="the shipped scenarios")
     run_parser = commands.add_parser("run", help="run one scenario")
     run_parser.add_argument("scenario", help="a shipped scenario's name or a scenario file")
-    run_parser.add_argument("--modes", help="comma-separated: fifo, static, flowlane")
+    run_parser.add_argument("--modes", help="comma-separated: fifo, static, flowlane, stp, ecmp")
     run_parser.add_argument("--duration", type=float, help="seconds measured per phase")
     run_parser.add_argument("--out", type=Path, help="report directory (default reports/NAME-TIME)")
     args = parser.parse_args(argv)

@@ -16,13 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
 from scipy.optimize import linprog  # type: ignore[import-untyped]
 
-from controller.fabric.model import PortRef, Topology
-from controller.fabric.paths import path_links, shortest_paths
+from controller.fabric.model import Path, PortRef, Topology
+from controller.fabric.paths import FabricGraph, path_links
 
-_TOLERANCE = 1e-6
-"""Relative slack when deciding that a flow cannot grow any more (LP rounding)."""
+_SLACK = 1e-7
+"""Relative slack for LP rounding: a floor a solver just reached must stay feasible."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,131 +36,162 @@ class Commodity:
     limit_bps: float | None = None  # a fixed-rate (UDP) flow's rate; None: elastic
 
 
-@dataclass(frozen=True)
-class _Program:
-    """The constraint rows shared by every LP here: one variable per (commodity, path)."""
-
-    owner: tuple[int, ...]  # commodity of each variable
-    rows: tuple[tuple[int, ...], ...]  # variables crossing each resource
-    capacity: tuple[float, ...]  # capacity of each resource
-
-    def matrix(self) -> list[list[float]]:
-        width = len(self.owner)
-        return [[1.0 if v in set(row) else 0.0 for v in range(width)] for row in self.rows]
-
-
 def max_throughput(topology: Topology, commodities: Sequence[Commodity]) -> float:
     """The largest total rate (bit/s) the commodities can carry together over shortest paths."""
-    program = _program(topology, commodities)
-    if not program.owner:
+    program = _Program.build(topology, commodities)
+    if not program.paths:
         return 0.0
-    bounds = _bounds(program, commodities, floors={})
-    solution = _solve(program, commodities, [-1.0] * len(program.owner), bounds, floors={})
-    return float(-solution.fun)
+    rates = program.solve(np.ones(len(program.paths)))
+    return float(rates.sum())
 
 
 def max_min_fair(topology: Topology, commodities: Sequence[Commodity]) -> list[float]:
-    """Each commodity's max-min fair rate (bit/s), in order, with splitting over shortest paths.
+    """Each commodity's max-min fair rate (bit/s), in order, each splitting over shortest paths.
 
-    Progressive filling: raise every unfrozen commodity together as far as
-    the fabric allows, then freeze those that cannot go further without
-    taking from another (each tested by its own LP), and repeat.  A
-    commodity with no path gets 0; a fixed-rate one never exceeds its rate.
-    That is what TCP flows sharing the best split would converge to, the
-    reference for a run's fairness.
+    Progressive filling: raise every commodity not yet frozen together as far
+    as the fabric allows, then freeze those that cannot go further without
+    taking from a commodity that has no more (each tested by its own LP),
+    and repeat.  A commodity with no path gets 0; a fixed-rate one stops at
+    its rate.  That is where TCP flows sharing the best split would settle,
+    the reference for a run's fairness.
     """
-    program = _program(topology, commodities)
-    rates = [0.0] * len(commodities)
-    routed = set(program.owner)
-    frozen: dict[int, float] = {index: 0.0 for index in range(len(commodities)) if index not in routed}
+    program = _Program.build(topology, commodities)
+    frozen = {index: 0.0 for index in range(len(commodities)) if index not in program.routed}
     while len(frozen) < len(commodities):
-        level = _fill_level(program, commodities, frozen)
-        for index in range(len(commodities)):
-            if index in frozen:
-                continue
-            limit = commodities[index].limit_bps
-            if (limit is not None and level >= limit - _slack(limit)) or not _can_grow(
-                program, commodities, frozen, index, level
-            ):
-                frozen[index] = level if limit is None else min(level, limit)
-    for index, rate in frozen.items():
-        rates[index] = rate
-    return rates
+        growing = [index for index in range(len(commodities)) if index not in frozen]
+        level = program.fill_level(frozen, growing)
+        stuck = [index for index in growing if not program.can_grow(frozen, growing, index, level)]
+        for index in stuck or growing:  # nothing stuck: only rounding stopped the level
+            frozen[index] = level
+    return [frozen[index] for index in range(len(commodities))]
 
 
-# ---- building the program ---------------------------------------------------------------------
-
-
-def _program(topology: Topology, commodities: Sequence[Commodity]) -> _Program:
-    """Variables for every shortest path of every commodity; a row per loaded resource.
+@dataclass(frozen=True)
+class _Program:
+    """One LP variable per (commodity, shortest path); one row per loaded resource.
 
     Resources are the directed fabric links and the destination edge ports
     (the last hop to the host is as much a bottleneck as any uplink).  A
-    commodity between two ports of one switch has a single, empty path.
+    commodity between two ports of one switch has one, empty, path.
     """
-    owner: list[int] = []
-    crossing: dict[object, list[int]] = {}
-    capacity: dict[object, float] = {}
-    for index, commodity in enumerate(commodities):
-        if commodity.src.dpid == commodity.dst.dpid:
-            paths: tuple[tuple[tuple[int, int], ...], ...] = ((),)
-        else:
-            paths = shortest_paths(topology, commodity.src.dpid, commodity.dst.dpid)
-        for path in paths:
-            variable = len(owner)
-            owner.append(index)
-            resources: list[object] = [*path_links(topology, path), ("egress", commodity.dst)]
-            for resource in resources:
-                crossing.setdefault(resource, []).append(variable)
-            for link in path_links(topology, path):
-                capacity[link] = float(topology.capacity(link.src))
-            capacity[("egress", commodity.dst)] = float(topology.capacity(commodity.dst))
-    keys = list(crossing)
-    return _Program(
-        owner=tuple(owner),
-        rows=tuple(tuple(crossing[key]) for key in keys),
-        capacity=tuple(capacity[key] for key in keys),
-    )
+
+    commodities: tuple[Commodity, ...]
+    paths: tuple[int, ...]  # the commodity each variable belongs to
+    load: NDArray[np.float64]  # resources x variables, 1 where a variable crosses a resource
+    capacity: NDArray[np.float64]
+
+    @classmethod
+    def build(cls, topology: Topology, commodities: Sequence[Commodity]) -> _Program:
+        owners: list[int] = []
+        crossing: dict[object, set[int]] = {}
+        capacity: dict[object, float] = {}
+        graph = FabricGraph.of(topology)
+        for index, commodity in enumerate(commodities):
+            for path in _paths(graph, commodity):
+                variable = len(owners)
+                owners.append(index)
+                for link in path_links(topology, path):
+                    crossing.setdefault(link, set()).add(variable)
+                    capacity[link] = float(topology.capacity(link.src))
+                egress = ("egress", commodity.dst)
+                crossing.setdefault(egress, set()).add(variable)
+                capacity[egress] = float(topology.capacity(commodity.dst))
+        keys = list(crossing)
+        load = np.zeros((len(keys), len(owners)))
+        for row, key in enumerate(keys):
+            load[row, sorted(crossing[key])] = 1.0
+        return cls(
+            commodities=tuple(commodities),
+            paths=tuple(owners),
+            load=load,
+            capacity=np.array([capacity[key] for key in keys], dtype=np.float64),
+        )
+
+    @property
+    def routed(self) -> frozenset[int]:
+        return frozenset(self.paths)
+
+    def rate_row(self, index: int) -> NDArray[np.float64]:
+        """Coefficients summing commodity ``index``'s paths into its rate."""
+        return np.array([1.0 if owner == index else 0.0 for owner in self.paths])
+
+    def solve(
+        self,
+        gain: NDArray[np.float64],
+        rows: Sequence[NDArray[np.float64]] = (),
+        limits: Sequence[float] = (),
+    ) -> NDArray[np.float64]:
+        """Variables maximising ``gain``, within capacities, fixed rates and the extra rows.
+
+        Extra rows (and ``gain``) may have one more column than there are
+        path variables: the common level of progressive filling.
+        """
+        width = len(gain)
+        a_ub = [np.pad(self.load, ((0, 0), (0, width - len(self.paths))))]
+        b_ub = [self.capacity]
+        for index, commodity in enumerate(self.commodities):
+            if commodity.limit_bps is not None and index in self.routed:
+                a_ub.append(_widen(self.rate_row(index), width)[np.newaxis, :])
+                b_ub.append(np.array([max(0.0, commodity.limit_bps)]))
+        for row, limit in zip(rows, limits, strict=True):
+            a_ub.append(_widen(row, width)[np.newaxis, :])
+            b_ub.append(np.array([limit]))
+        result = linprog(
+            -gain, A_ub=np.vstack(a_ub), b_ub=np.concatenate(b_ub), bounds=(0, None), method="highs"
+        )
+        if result.status != 0:
+            raise ValueError(f"the rate program has no solution: {result.message}")
+        solution: NDArray[np.float64] = result.x
+        return solution
+
+    def floors(
+        self, frozen: dict[int, float], at_least: Sequence[int], level: float | None
+    ) -> tuple[list[NDArray[np.float64]], list[float]]:
+        """Rows keeping frozen commodities at their rate and ``at_least`` ones at ``level``.
+
+        With ``level`` None the ``at_least`` commodities are tied to the
+        level variable (the last column) instead.
+        """
+        width = len(self.paths) + 1
+        rows: list[NDArray[np.float64]] = []
+        limits: list[float] = []
+        for index, rate in sorted(frozen.items()):
+            if index in self.routed:
+                rows.append(-_widen(self.rate_row(index), width))
+                limits.append(-rate * (1.0 - _SLACK))
+        for index in at_least:
+            row = -_widen(self.rate_row(index), width)
+            if level is None:
+                row[-1] = 1.0  # level - rate <= 0
+                limits.append(0.0)
+            else:
+                limits.append(-level * (1.0 - _SLACK))
+            rows.append(row)
+        return rows, limits
+
+    def fill_level(self, frozen: dict[int, float], growing: Sequence[int]) -> float:
+        """The highest rate every growing commodity can have at once, frozen ones kept."""
+        rows, limits = self.floors(frozen, growing, None)
+        gain = np.zeros(len(self.paths) + 1)
+        gain[-1] = 1.0
+        return float(self.solve(gain, rows, limits)[-1])
+
+    def can_grow(
+        self, frozen: dict[int, float], growing: Sequence[int], index: int, level: float
+    ) -> bool:
+        """Whether ``index`` can exceed ``level`` with the others growing kept at ``level``."""
+        rows, limits = self.floors(frozen, growing, level)
+        gain = np.append(self.rate_row(index), 0.0)
+        best = float(gain @ self.solve(gain, rows, limits))
+        return best > level * (1.0 + 1e-6) + 1e-3
 
 
-def _bounds(
-    program: _Program, commodities: Sequence[Commodity], floors: dict[int, float]
-) -> list[tuple[float, float | None]]:
-    del commodities, floors  # per-commodity limits are rows, not variable bounds
-    return [(0.0, None)] * len(program.owner)
+def _paths(graph: FabricGraph, commodity: Commodity) -> tuple[Path, ...]:
+    """Every shortest path; between two ports of one switch, the one empty path."""
+    if commodity.src.dpid == commodity.dst.dpid:
+        return ((),)
+    return graph.shortest_paths(commodity.src.dpid, commodity.dst.dpid)
 
 
-def _commodity_rows(
-    program: _Program, commodities: Sequence[Commodity]
-) -> tuple[list[list[float]], list[float]]:
-    """One row per fixed-rate commodity: the sum of its paths stays within its rate."""
-    rows: list[list[float]] = []
-    limits: list[float] = []
-    for index, commodity in enumerate(commodities):
-        if commodity.limit_bps is None or index not in program.owner:
-            continue
-        rows.append([1.0 if owner == index else 0.0 for owner in program.owner])
-        limits.append(max(0.0, commodity.limit_bps))
-    return rows, limits
-
-
-def _solve(
-    program: _Program,
-    commodities: Sequence[Commodity],
-    cost: list[float],
-    bounds: list[tuple[float, float | None]],
-    floors: dict[int, float],
-) -> object:
-    """Minimise ``cost`` with every resource, limit and commodity floor respected."""
-    a_ub = program.matrix()
-    b_ub = list(program.capacity)
-    limit_rows, limits = _commodity_rows(program, commodities)
-    a_ub += limit_rows
-    b_ub += limits
-    for index, floor in sorted(floors.items()):  # sum of the paths >= floor, as -sum <= -floor
-        a_ub.append([-1.0 if owner == index else 0.0 for owner in program.owner])
-        b_ub.append(-floor)
-    result = linprog(cost, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
-    if result.status != 0:
-        raise ValueError(f"the rate program has no solution: {result.message}")
-    return result
+def _widen(row: NDArray[np.float64], width: int) -> NDArray[np.float64]:
+    return np.pad(row, (0, width - len(row)))

@@ -10,8 +10,8 @@ forwarding plan turns them into exact-match entries.
 Placement runs on every statistics poll, so it must not flap: a pinned
 flow stays where it is unless its path is gone, or it has held its path
 for a while, cannot get its demand there, and another path is clearly
-better.  Every other flow is then judged against all the pins that stay,
-so noise in one link's measured load never looks like an empty path.
+better.  Each pinned flow is judged against all the other pins, so noise
+in one link's measured load never makes a path look empty.
 
 Flows that did not move keep their pin as it was; the result depends on
 nothing but the arguments.
@@ -19,13 +19,14 @@ nothing but the arguments.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from controller.classify.flows import FlowId
 from controller.fabric.model import Link, Path, PortRef, Topology
-from controller.fabric.paths import path_links, shortest_paths
+from controller.fabric.paths import FabricGraph
 
 PLACED = "placed"
 REBALANCED = "rebalanced"
@@ -113,182 +114,193 @@ def place(
 
     Headroom of a path is its tightest link's capacity minus background
     load minus the demands reserved there.  Background is the measured load
-    without the elephants' own traffic (see ``_background``).
+    without the elephants' own traffic (see ``_Ledger.background``).  A
+    demand counts at most the widest candidate path's capacity (an
+    estimate may be unbounded when a NIC is unknown); beyond that no path
+    could give it more.
     """
+    fabric = _Fabric(topology)
     wanted = {elephant.flow: elephant for elephant in elephants}
-    routes = _Routes(topology)
-    choices = {flow: routes.candidates(e.src_dpid, e.dst_dpid) for flow, e in wanted.items()}
+    choices = {flow: fabric.candidates(e.src_dpid, e.dst_dpid) for flow, e in wanted.items()}
     placeable = {flow: e for flow, e in wanted.items() if len(choices[flow]) >= 2}
     released = tuple(sorted(flow for flow in pins if flow not in placeable))
+    demand = {flow: fabric.demand(e.demand_bps, choices[flow]) for flow, e in placeable.items()}
 
-    ledger = _Ledger(topology, _background(topology, routes, placeable, choices, pins, link_load_bps))
+    ledger = _Ledger(fabric)
+    ledger.background(link_load_bps, placeable.values(), choices, pins)
     keep = sorted(
         (e for flow, e in placeable.items() if flow in pins and pins[flow].path in choices[flow]),
-        key=_biggest_first,
+        key=lambda e: (-demand[e.flow], e.flow),
     )
     for elephant in keep:
-        ledger.reserve(routes.links(pins[elephant.flow].path), elephant.demand_bps)
+        ledger.reserve(pins[elephant.flow].path, demand[elephant.flow])
 
     result: dict[FlowId, Pin] = {}
     moves: list[Move] = []
     for elephant in keep:
-        pin = pins[elephant.flow]
-        current = routes.links(pin.path)
-        ledger.release(current, elephant.demand_bps)
-        better = _rebalance(elephant, pin, choices[elephant.flow], routes, ledger, now, settings)
+        flow, pin = elephant.flow, pins[elephant.flow]
+        ledger.release(pin.path, demand[flow])
+        better = _rebalance(demand[flow], pin, choices[flow], ledger, now, settings)
         if better is None:
-            result[elephant.flow] = pin
-            ledger.reserve(current, elephant.demand_bps)
+            result[flow] = pin
+            ledger.reserve(pin.path, demand[flow])
         else:
-            result[elephant.flow] = Pin(better, now)
-            moves.append(Move(elephant.flow, pin.path, better, REBALANCED))
-            ledger.reserve(routes.links(better), elephant.demand_bps)
+            result[flow] = Pin(better, now)
+            moves.append(Move(flow, pin.path, better, REBALANCED))
+            ledger.reserve(better, demand[flow])
 
-    kept = {elephant.flow for elephant in keep}
-    for elephant in _regret_order(
-        [e for flow, e in placeable.items() if flow not in kept], choices, routes, ledger
-    ):
-        path = _best(choices[elephant.flow], routes, ledger)[0]
-        old = pins.get(elephant.flow)
-        result[elephant.flow] = Pin(path, now)
-        moves.append(
-            Move(elephant.flow, old.path if old else None, path, LINK_DOWN if old else PLACED)
-        )
-        ledger.reserve(routes.links(path), elephant.demand_bps)
+    queue = _Queue([e.flow for e in placeable.values() if e.flow not in result], demand, choices)
+    while queue:
+        flow = queue.pop(ledger)
+        path = ledger.ranked(choices[flow])[0]
+        old = pins.get(flow)
+        result[flow] = Pin(path, now)
+        moves.append(Move(flow, old.path if old else None, path, LINK_DOWN if old else PLACED))
+        ledger.reserve(path, demand[flow])
+        queue.touched(fabric.links(path))
 
     return Placement(result, tuple(moves), released)
 
 
-# ---- paths and their links --------------------------------------------------------------------
+# ---- the fabric, indexed once per call -----------------------------------------------------------
 
 
-class _Routes:
-    """Shortest paths and path links of one topology, each computed once per ``place`` call."""
+class _Fabric:
+    """Shortest paths of one topology, with every usable link numbered.
+
+    Placement weighs thousands of (flow, path) pairs per poll; numbering
+    links once and caching each path's links keeps that to list lookups.
+    A path's links follow ``paths.path_links``'s rule (at each hop's port,
+    the lowest link leading to the next hop's switch; at the last hop, the
+    port's lowest link), from an index built once instead of on every call.
+    """
 
     def __init__(self, topology: Topology) -> None:
-        self._topology = topology
+        self.graph = FabricGraph.of(topology)
+        usable = sorted(topology.usable_links)
+        self.ids = {link: index for index, link in enumerate(usable)}
+        self.capacity = [float(topology.capacity(link.src)) for link in usable]
+        self._at_port: dict[PortRef, list[Link]] = {}
+        for link in usable:
+            self._at_port.setdefault(link.src, []).append(link)
         self._paths: dict[tuple[int, int], tuple[Path, ...]] = {}
-        self._links: dict[Path, tuple[Link, ...]] = {}
-        self._by_port: dict[PortRef, Link] = {}
-        for link in sorted(topology.usable_links, reverse=True):
-            self._by_port[link.src] = link  # the lowest link of a port wins, as in path_links
+        self._links: dict[Path, tuple[int, ...]] = {}
 
     def candidates(self, src_dpid: int, dst_dpid: int) -> tuple[Path, ...]:
         key = (src_dpid, dst_dpid)
         if key not in self._paths:
-            self._paths[key] = shortest_paths(self._topology, src_dpid, dst_dpid)
+            self._paths[key] = self.graph.shortest_paths(src_dpid, dst_dpid)
         return self._paths[key]
 
-    def links(self, path: Path) -> tuple[Link, ...]:
-        """The links of a shortest path (one of ``candidates``)."""
+    def links(self, path: Path) -> tuple[int, ...]:
+        """The numbered usable links a path crosses; a pin's old path keeps those still up."""
         if path not in self._links:
-            self._links[path] = path_links(self._topology, path)
+            ids: list[int] = []
+            for index, (dpid, port) in enumerate(path):
+                ahead = path[index + 1][0] if index + 1 < len(path) else None
+                leaving = self._at_port.get(PortRef(dpid, port), [])
+                onward = [link for link in leaving if ahead is None or link.dst.dpid == ahead]
+                if onward:
+                    ids.append(self.ids[onward[0]])
+            self._links[path] = tuple(ids)
         return self._links[path]
 
-    def surviving_links(self, path: Path) -> tuple[Link, ...]:
-        """The usable links a pinned path still crosses, whatever became of the rest of it."""
-        return tuple(
-            self._by_port[PortRef(dpid, port)]
-            for dpid, port in path
-            if PortRef(dpid, port) in self._by_port
-        )
+    def bottleneck(self, path: Path) -> float:
+        return min(self.capacity[index] for index in self.links(path))
 
-
-def _background(
-    topology: Topology,
-    routes: _Routes,
-    elephants: Mapping[FlowId, Elephant],
-    choices: Mapping[FlowId, tuple[Path, ...]],
-    pins: Mapping[FlowId, Pin],
-    link_load_bps: Mapping[Link, float],
-) -> dict[Link, float]:
-    """Measured load per usable link without the elephants being placed (never below 0).
-
-    Their demands are reserved on the paths they end on, so counting their
-    measured traffic as well would charge them twice.  A pinned flow runs on
-    its pin's path.  A flow not (or no longer validly) pinned runs wherever
-    the switch's select group hashed it, on one of its shortest paths, and
-    which one is unknown: its rate comes off every link of every candidate.
-    That errs towards an empty-looking link, never towards a flow shunning
-    the links it loads itself: counting its own traffic made every unpinned
-    flow on a collided link flee to the same other link.
-    """
-    load = {link: max(0.0, link_load_bps.get(link, 0.0)) for link in topology.usable_links}
-    for flow, elephant in elephants.items():
-        crossed: set[Link] = set()
-        pin = pins.get(flow)
-        if pin is not None:
-            crossed.update(routes.surviving_links(pin.path))
-        if pin is None or pin.path not in choices[flow]:
-            for path in choices[flow]:
-                crossed.update(routes.links(path))
-        for link in crossed:
-            if link in load:
-                load[link] = max(0.0, load[link] - max(0.0, elephant.rate_bps))
-    return load
+    def demand(self, demand_bps: float, paths: Sequence[Path]) -> float:
+        """A demand no larger than the widest path could carry (never negative, never NaN)."""
+        widest = max(self.bottleneck(path) for path in paths)
+        if math.isnan(demand_bps):
+            return widest
+        return min(max(0.0, demand_bps), widest)
 
 
 # ---- headroom ---------------------------------------------------------------------------------
 
 
 class _Ledger:
-    """Capacity, background and the demands reserved so far, per link."""
+    """Background load and the demands reserved so far, per numbered link."""
 
-    def __init__(self, topology: Topology, background: Mapping[Link, float]) -> None:
-        self._topology = topology
-        self._background = background
-        self._reserved: dict[Link, float] = {}
-        self._flows: dict[Link, int] = {}
+    def __init__(self, fabric: _Fabric) -> None:
+        self.fabric = fabric
+        size = len(fabric.capacity)
+        self._background = [0.0] * size
+        self._reserved = [0.0] * size
+        self._flows = [0] * size
 
-    def reserve(self, links: Iterable[Link], demand_bps: float) -> None:
-        for link in links:
-            self._reserved[link] = self._reserved.get(link, 0.0) + demand_bps
-            self._flows[link] = self._flows.get(link, 0) + 1
+    def background(
+        self,
+        link_load_bps: Mapping[Link, float],
+        elephants: Iterable[Elephant],
+        choices: Mapping[FlowId, tuple[Path, ...]],
+        pins: Mapping[FlowId, Pin],
+    ) -> None:
+        """Measured load without the elephants being placed (never below 0).
 
-    def release(self, links: Iterable[Link], demand_bps: float) -> None:
-        for link in links:
-            self._reserved[link] -= demand_bps
-            self._flows[link] -= 1
+        Their demands are reserved on the paths they end on, so counting their
+        measured traffic as well would charge them twice.  A pinned flow runs
+        on its pin's path.  A flow not (or no longer validly) pinned runs
+        wherever the switch's select group hashed it, on one of its shortest
+        paths, and which one is unknown: its rate comes off every link of
+        every candidate.  That errs towards an empty-looking link, never
+        towards a flow shunning the links it loads itself: counting its own
+        traffic made every unpinned flow on a collided link flee to the same
+        other link.
+        """
+        load = self._background
+        for link, bps in link_load_bps.items():
+            index = self.fabric.ids.get(link)
+            if index is not None and math.isfinite(bps):
+                load[index] = max(0.0, bps)
+        for elephant in elephants:
+            crossed: set[int] = set()
+            pin = pins.get(elephant.flow)
+            if pin is not None:
+                crossed.update(self.fabric.links(pin.path))
+            if pin is None or pin.path not in choices[elephant.flow]:
+                for path in choices[elephant.flow]:
+                    crossed.update(self.fabric.links(path))
+            rate = max(0.0, elephant.rate_bps) if math.isfinite(elephant.rate_bps) else 0.0
+            for index in crossed:
+                load[index] = max(0.0, load[index] - rate)
 
-    def capacity(self, links: Sequence[Link]) -> float:
-        return float(min(self._topology.capacity(link.src) for link in links))
+    def reserve(self, path: Path, demand_bps: float) -> None:
+        for index in self.fabric.links(path):
+            self._reserved[index] += demand_bps
+            self._flows[index] += 1
 
-    def headroom(self, links: Sequence[Link]) -> float:
-        """What the tightest link has left: negative when reservations exceed it."""
+    def release(self, path: Path, demand_bps: float) -> None:
+        for index in self.fabric.links(path):
+            self._reserved[index] -= demand_bps
+            self._flows[index] -= 1
+
+    def headroom(self, path: Path) -> float:
+        """What the path's tightest link has left: negative when reservations exceed it."""
         return min(
-            self._topology.capacity(link.src)
-            - self._background.get(link, 0.0)
-            - self._reserved.get(link, 0.0)
-            for link in links
+            self.fabric.capacity[i] - self._background[i] - self._reserved[i]
+            for i in self.fabric.links(path)
         )
 
-    def crowding(self, links: Sequence[Link]) -> int:
-        """Flows reserved on the most crowded link."""
-        return max(self._flows.get(link, 0) for link in links)
+    def ranked(self, paths: Sequence[Path]) -> list[Path]:
+        """Paths best first: most headroom, then fewest flows on the most crowded link, then
+        path order."""
+        keyed = [
+            (-self.headroom(path), max(self._flows[i] for i in self.fabric.links(path)), n, path)
+            for n, path in enumerate(paths)
+        ]
+        return [path for *_, path in sorted(keyed, key=lambda entry: entry[:3])]
 
-
-def _ranked(
-    paths: Sequence[Path], routes: _Routes, ledger: _Ledger
-) -> list[tuple[float, int, int, Path]]:
-    """Paths best first: most headroom, then fewest reserved flows, then path order."""
-    ranked = [
-        (ledger.headroom(routes.links(path)), ledger.crowding(routes.links(path)), index, path)
-        for index, path in enumerate(paths)
-    ]
-    ranked.sort(key=lambda entry: (-entry[0], entry[1], entry[2]))
-    return ranked
-
-
-def _best(paths: Sequence[Path], routes: _Routes, ledger: _Ledger) -> tuple[Path, float]:
-    headroom, _, _, path = _ranked(paths, routes, ledger)[0]
-    return path, headroom
+    def regret(self, paths: Sequence[Path]) -> float:
+        """How much headroom a flow loses if it gets its second best path instead of its best."""
+        first, second = self.ranked(paths)[:2]
+        return self.headroom(first) - self.headroom(second)
 
 
 def _rebalance(
-    elephant: Elephant,
+    demand_bps: float,
     pin: Pin,
     paths: Sequence[Path],
-    routes: _Routes,
     ledger: _Ledger,
     now: float,
     settings: PlacementSettings,
@@ -301,51 +313,61 @@ def _rebalance(
     """
     if now - pin.since < settings.hold_s:
         return None
-    current = routes.links(pin.path)
-    here = ledger.headroom(current)
-    if here >= elephant.demand_bps:
+    here = ledger.headroom(pin.path)
+    if here >= demand_bps:
         return None
-    others = [path for path in paths if path != pin.path]
-    path, there = _best(others, routes, ledger)
-    if there - here <= settings.min_gain * ledger.capacity(current):
+    best = ledger.ranked([path for path in paths if path != pin.path])[0]
+    if ledger.headroom(best) - here <= settings.min_gain * ledger.fabric.bottleneck(pin.path):
         return None
-    return path
+    return best
 
 
 # ---- order ------------------------------------------------------------------------------------
 
 
-def _biggest_first(elephant: Elephant) -> tuple[float, FlowId]:
-    return (-elephant.demand_bps, elephant.flow)
+class _Queue:
+    """Flows waiting for a path: the biggest demand's share first, within it most regret first.
 
-
-def _regret_order(
-    elephants: Sequence[Elephant],
-    choices: Mapping[FlowId, tuple[Path, ...]],
-    routes: _Routes,
-    ledger: _Ledger,
-) -> Iterable[Elephant]:
-    """Biggest demand first; within one share, the flow with most to lose next.
-
-    A flow's regret is its best path's headroom minus its second best's. It
-    is recomputed after every placement (the caller reserves before asking
-    for the next flow), so a flow whose neighbour just took one of its paths
-    goes before flows nothing constrains yet.
+    A flow's regret is its best path's headroom minus its second best's,
+    judged against what is reserved now, so a flow whose neighbour just took
+    one of its paths goes before flows nothing constrains yet.  Regrets are
+    kept until a reservation touches one of the flow's links.
     """
-    pending = sorted(elephants, key=_biggest_first)
-    while pending:
-        top = pending[0].demand_bps
-        same = [e for e in pending if e.demand_bps >= top * (1.0 - _SAME_DEMAND)]
-        chosen = max(same, key=lambda e: (_regret(choices[e.flow], routes, ledger), _neg(e.flow)))
-        pending.remove(chosen)
-        yield chosen
 
+    def __init__(
+        self,
+        flows: Iterable[FlowId],
+        demand: Mapping[FlowId, float],
+        choices: Mapping[FlowId, tuple[Path, ...]],
+    ) -> None:
+        self._demand = demand
+        self._choices = choices
+        self._pending = sorted(flows, key=lambda flow: (-demand[flow], flow))
+        self._regret: dict[FlowId, float] = {}
+        self._users: dict[int, set[FlowId]] = {}
 
-def _regret(paths: Sequence[Path], routes: _Routes, ledger: _Ledger) -> float:
-    ranked = _ranked(paths, routes, ledger)
-    return ranked[0][0] - ranked[1][0]
+    def __bool__(self) -> bool:
+        return bool(self._pending)
 
+    def pop(self, ledger: _Ledger) -> FlowId:
+        floor = self._demand[self._pending[0]] * (1.0 - _SAME_DEMAND)
+        best: tuple[float, FlowId] | None = None
+        for flow in self._pending:
+            if self._demand[flow] < floor:
+                break
+            if flow not in self._regret:
+                self._regret[flow] = ledger.regret(self._choices[flow])
+                for path in self._choices[flow]:
+                    for index in ledger.fabric.links(path):
+                        self._users.setdefault(index, set()).add(flow)
+            if best is None or self._regret[flow] > best[0]:  # ties: the earlier, lower flow
+                best = (self._regret[flow], flow)
+        assert best is not None
+        self._pending.remove(best[1])
+        return best[1]
 
-def _neg(flow: FlowId) -> tuple[int, ...]:
-    """A key that makes ``max`` prefer the lowest flow among equal regrets."""
-    return tuple(-part for part in flow)
+    def touched(self, links: Iterable[int]) -> None:
+        """A reservation changed these links: regrets of flows crossing them are stale."""
+        for index in links:
+            for flow in self._users.pop(index, set()):
+                self._regret.pop(flow, None)

@@ -48,17 +48,23 @@ def _ipv4_int(text: str) -> int:
     return int(ipaddress.IPv4Address(text))
 
 
+_WALKED = (ethernet.ethernet, vlan.vlan, vlan.svlan, lldp.lldp, arp.arp, ipv4.ipv4)
+"""Headers the parsers need; the walk stops before transport headers.  Besides saving
+time, that keeps clear of os-ken's TCP option parser, which loops forever on an option
+of length 0: one crafted packet-in would otherwise hang the thread reading it."""
+
+
 def _layers(data: bytes) -> list[Any]:
-    """The headers os-ken can read from the front of ``data``, outermost first.
+    """The headers os-ken can read from the front of ``data``, outermost first, up to IPv4.
 
     A layer that fails to parse ends the walk but keeps the layers before
-    it: a mangled TCP header must not hide the Ethernet and IPv4 addresses
-    in front of it.  os-ken's own parsers assert and raise on short input.
+    it: a mangled header must not hide the addresses in front of it.
+    os-ken's own parsers assert and raise on short input.
     """
     layers: list[Any] = []
     rest: Any = bytes(data)
     cls: Any = ethernet.ethernet
-    while cls is not None and rest:
+    while cls in _WALKED and rest:
         try:
             header, cls, rest = cls.parser(rest)
         except Exception:

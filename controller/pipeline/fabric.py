@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from controller.classify.flows import FlowId
 from controller.fabric.model import Path, Topology
-from controller.fabric.paths import flood_tree, next_hops_to
+from controller.fabric.paths import FabricGraph
 from controller.pipeline import tables
 from controller.pipeline.flows import (
     OFPP_CONTROLLER,
@@ -95,24 +95,28 @@ def punt_flows() -> list[FlowEntry]:
     ]
 
 
-def host_flows(topology: Topology, dpid: int) -> tuple[list[FlowEntry], list[GroupEntry]]:
+def host_flows(
+    topology: Topology, dpid: int, graph: FabricGraph | None = None
+) -> tuple[list[FlowEntry], list[GroupEntry]]:
     """Table FORWARD: one entry per reachable host MAC, and the select groups they use."""
-    remote = {host.at.dpid for host in topology.hosts if host.at.dpid != dpid}
-    hops = next_hops_to(topology, remote)
+    graph = graph or FabricGraph.of(topology)
+    hops = {
+        dst: graph.next_hops_at(dpid, dst)
+        for dst in sorted({host.at.dpid for host in topology.hosts} - {dpid})
+    }
     flows: list[FlowEntry] = []
-    groups: dict[int, GroupEntry] = {}
+    groups: dict[tuple[int, ...], GroupEntry] = {}
     for host in topology.hosts:
         if host.at.dpid == dpid:
             instructions = _output(host.at.port)
         else:
-            ports = hops[host.at.dpid].get(dpid, ())
+            ports = hops[host.at.dpid]
             if not ports:
                 continue  # unreachable: let the miss entry punt rather than black-hole
             if len(ports) == 1:
                 instructions = _output(ports[0])
             else:
-                group = ecmp_group(ports)
-                groups[group.group_id] = group
+                group = groups.setdefault(ports, ecmp_group(ports))
                 instructions = (ApplyActions((Group(group.group_id),)),)
         flows.append(
             FlowEntry(
@@ -123,11 +127,14 @@ def host_flows(topology: Topology, dpid: int) -> tuple[list[FlowEntry], list[Gro
                 Owner.FORWARDING,
             )
         )
-    return flows, [groups[gid] for gid in sorted(groups)]
+    return flows, sorted(groups.values(), key=lambda group: group.group_id)
 
 
 def placement_flows(
-    topology: Topology, dpid: int, pinned: Mapping[FlowId, Path]
+    topology: Topology,
+    dpid: int,
+    pinned: Mapping[FlowId, Path],
+    graph: FabricGraph | None = None,
 ) -> list[FlowEntry]:
     """Table FORWARD: placed elephants leave by their path's port at this switch.
 
@@ -135,7 +142,8 @@ def placement_flows(
     falls back to the ECMP entry instead of being sent into a dead link while
     placement catches up with the new topology.
     """
-    usable = {link.src.port for link in topology.usable_links if link.src.dpid == dpid}
+    graph = graph or FabricGraph.of(topology)
+    usable = {link.src.port for link in graph.out.get(dpid, ())}
     flows: list[FlowEntry] = []
     for flow, path in sorted(pinned.items()):
         port = next((port for hop_dpid, port in path if hop_dpid == dpid), None)
@@ -153,7 +161,12 @@ def placement_flows(
     return flows
 
 
-def flood_flows(topology: Topology, dpid: int, edge_ports: frozenset[int]) -> list[FlowEntry]:
+def flood_flows(
+    topology: Topology,
+    dpid: int,
+    edge_ports: frozenset[int],
+    graph: FabricGraph | None = None,
+) -> list[FlowEntry]:
     """Table FORWARD: broadcast and multicast over the edge ports and the flood tree.
 
     Per in_port, every other flooding port, so a frame never goes back where
@@ -162,7 +175,7 @@ def flood_flows(topology: Topology, dpid: int, edge_ports: frozenset[int]) -> li
     miss entry would punt every such copy).  A port that ever showed a link
     never floods as an edge port, even when the caller lists it.
     """
-    tree = flood_tree(topology).get(dpid, frozenset())
+    tree = (graph or FabricGraph.of(topology)).flood_tree().get(dpid, frozenset())
     flooding = sorted((edge_ports - topology.fabric_ports(dpid)) | tree)
     multicast = MatchField("eth_dst", MULTICAST_BIT, MULTICAST_BIT)
     flows = [
@@ -216,12 +229,13 @@ def fabric_plan(
     re-plan that changes nothing sends nothing.
     """
     meter = punt_meter(punt_rate_pps)
-    hosts, groups = host_flows(topology, dpid)
+    graph = FabricGraph.of(topology)
+    hosts, groups = host_flows(topology, dpid, graph)
     flows = (
         *punt_flows(),
-        *placement_flows(topology, dpid, pinned),
+        *placement_flows(topology, dpid, pinned, graph),
         *hosts,
-        *flood_flows(topology, dpid, edge_ports),
+        *flood_flows(topology, dpid, edge_ports, graph),
         miss_flow(),
     )
     return FabricPlan(flows, tuple(groups), (meter,))

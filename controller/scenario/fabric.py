@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.optimum import Commodity, max_throughput
@@ -143,3 +143,43 @@ def optimum_bps(loaded: LoadedScenario) -> float:
     plan = loaded.scenario.plan()
     commodities = training_commodities(loaded.scenario, plan)
     return max_throughput(fabric_topology(plan, loaded.policy), commodities) if commodities else 0.0
+
+
+TRACE_SHARE = 0.8
+"""A port is on a traced path when it sent at least this share of the burst."""
+
+
+def raised_ports(
+    plan: TopologyPlan,
+    before: Mapping[str, Mapping[int, int]],
+    after: Mapping[str, Mapping[int, int]],
+    burst: int,
+) -> list[str]:
+    """Switch ports whose transmit counters rose by most of a burst: the burst's path.
+
+    Counters are per switch, per OpenFlow port number, read just before and
+    after a burst sent alone; LLDP and ARP add a few packets, far below a
+    burst of hundreds.  Ports come in plan order (leaves, then spines).
+    """
+    path = []
+    for switch in plan.switches:
+        for port in plan.ports_of(switch.name):
+            number = port_number(port)
+            sent = after.get(switch.name, {}).get(number, 0) - before.get(switch.name, {}).get(
+                number, 0
+            )
+            if sent >= TRACE_SHARE * burst:
+                path.append(port)
+    return path
+
+
+def first_crossing(
+    paths: Sequence[Sequence[str]], plan: TopologyPlan, link: tuple[str, str]
+) -> int:
+    """The first traced path that uses ``link`` (either direction); the first path if none does."""
+    a, b = link
+    ends = {plan.port_to(a, b), plan.port_to(b, a)}
+    for index, path in enumerate(paths):
+        if ends & set(path):
+            return index
+    return 0

@@ -7,8 +7,8 @@ links (they are served first: they are the latency classes), so the
 optimum for training is what the whole load can move minus what they need.
 
 Recovery is read from the aggregate training throughput timeline: the time
-from the event to the first interval from which throughput stays at or
-above ``RECOVERED`` of the new optimum for ``HOLD_S`` (or until the next
+from the event to the first interval from which throughput averages at
+least ``RECOVERED`` of the new optimum over ``HOLD_S`` (or until the next
 event).  One interval is the resolution.
 """
 
@@ -90,12 +90,15 @@ def recovery_time(
     threshold_bps: float,
     hold_s: float = HOLD_S,
 ) -> float | None:
-    """Seconds from ``at`` to the first interval that starts a held run at ``threshold_bps``.
+    """Seconds from ``at`` to the first interval that starts ``hold_s`` at ``threshold_bps``.
 
-    ``series`` is (interval middle, bit/s) on the phase's clock.  Intervals
-    that start before ``at`` mix the states before and after and are not
-    read; the run must hold for ``hold_s`` or until ``until`` (the next event
-    or the phase's end), whichever is sooner.  None: not recovered in time.
+    ``series`` is (interval middle, bit/s) on the phase's clock.  Throughput
+    is averaged over ``hold_s`` from each candidate interval on: iperf3
+    counts whole socket writes, so a 0.2 s interval of a 20 Mbit/s flow reads
+    a multiple of about 5 Mbit/s, and single intervals swing above and below
+    any threshold.  Intervals that start before ``at`` mix the states before
+    and after and are not read; averages end at ``until`` (the next event or
+    the phase's end).  None: not recovered in time.
     """
     if interval_s <= 0:
         raise ValueError("interval must be positive")
@@ -104,13 +107,11 @@ def recovery_time(
         for middle, value in series
         if middle - interval_s / 2 >= at - 1e-9 and middle + interval_s / 2 <= until + 1e-9
     ]
-    needed = max(1, math.ceil(hold_s / interval_s - 1e-9))
-    for index, (start, _) in enumerate(after):
-        run = after[index : index + needed]
-        if all(value >= threshold_bps for _, value in run) and (
-            len(run) == needed or index + len(run) == len(after)
-        ):
-            return round(start - at, 3)
+    needed = min(len(after), max(1, math.ceil(hold_s / interval_s - 1e-9)))
+    for index in range(len(after) - needed + 1):
+        window = after[index : index + needed]
+        if sum(value for _, value in window) / needed >= threshold_bps:
+            return round(window[0][0] - at, 3)
     return None
 
 
@@ -124,6 +125,7 @@ def event_results(
     events: Sequence[LinkEvent],
     *,
     origin: float,
+    executed: Sequence[float],
     phase_s: float,
     optimums: Sequence[float],
     series: Sequence[tuple[float, float]],
@@ -134,17 +136,21 @@ def event_results(
 ) -> list[EventResult]:
     """Each event with the probe's losses and training's recovery until the next event.
 
-    ``origin`` is the unix time the phase's clock starts at (events' ``at``
-    and the series' times count from it).
+    ``origin`` is the unix time the phase's clock starts at (the series'
+    times count from it); ``executed`` is when each event was carried out on
+    that clock (a little after its ``at``): windows and recovery start there.
     """
-    ends = [event.at for event in events[1:]] + [phase_s]
-    windows = probe_windows(probe, [origin + event.at for event in events]) if probe else []
+    ends = [*executed[1:], phase_s]
+    windows = probe_windows(probe, [origin + at for at in executed]) if probe else []
     results = []
-    for index, (event, end, optimum) in enumerate(zip(events, ends, optimums, strict=True)):
+    for index, (event, done, end, optimum) in enumerate(
+        zip(events, executed, ends, optimums, strict=True)
+    ):
         window = windows[index] if windows else None
         results.append(
             EventResult(
                 at_s=event.at,
+                executed_s=round(done, 3),
                 link=event.link,
                 state=str(event.state),
                 probe_crossed=(
@@ -154,7 +160,7 @@ def event_results(
                 probe_loss_ms=window.loss_ms if window else None,
                 probe_longest_gap_ms=window.longest_gap_ms if window else None,
                 optimum_bps=round(optimum, 1),
-                recovery_s=recovery_time(series, interval_s, event.at, end, RECOVERED * optimum),
+                recovery_s=recovery_time(series, interval_s, done, end, RECOVERED * optimum),
             )
         )
     return results

@@ -26,6 +26,8 @@ _COLORS = {
     "fifo": "tab:red",
     "static": "tab:orange",
     "flowlane": "tab:blue",
+    "stp": "tab:brown",
+    "ecmp": "tab:olive",
 }
 
 
@@ -69,10 +71,22 @@ def throughput(report: Report, path: Path) -> None:
                 xs, ys = zip(*series, strict=True)
                 axes.plot(xs, [y / 1e6 for y in ys], label=klass, color=color)
         axes.axhline(report.capacity_bps / 1e6, color="black", linewidth=0.6, linestyle=":")
+        if report.optimum_bps:
+            axes.axhline(report.optimum_bps / 1e6, color="tab:green", linewidth=0.6, linestyle="--")
+        for event in report.phases[name].events:
+            axes.axvline(
+                event.executed_s,
+                color="tab:red" if event.state == "down" else "tab:cyan",
+                linewidth=0.8,
+                linestyle="--",
+            )
         axes.set_ylabel(f"{name}\nMbit/s")
         axes.grid(True, alpha=0.3)
     panel_list[0].legend(loc="upper right", fontsize="small")
-    panel_list[0].set_title(_title(report, "throughput per class"), fontsize="medium")
+    what = "throughput per class" + (
+        " (dashed: optimum; red/cyan: link down/up)" if report.optimum_bps else ""
+    )
+    panel_list[0].set_title(_title(report, what), fontsize="medium")
     panel_list[-1].set_xlabel("seconds since training started (inference starts after the ramp)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -81,7 +95,11 @@ def throughput(report: Report, path: Path) -> None:
 
 def allreduce(report: Report, path: Path) -> bool:
     """All-reduce iteration times per mode, training alone first; False when there is none."""
-    names = [name for name in [ALONE, *report.modes] if report.phases[name].allreduce]
+    names = [
+        name
+        for name in [ALONE, *report.modes]
+        if name in report.phases and report.phases[name].allreduce
+    ]
     if not names:
         return False
     figure, axes = plt.subplots(figsize=(7, 4))

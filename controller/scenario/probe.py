@@ -10,6 +10,7 @@ the sender's clock, so each failure is charged only its own losses.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ def loss(run: ProbeRun, start: float | None = None, end: float | None = None) ->
     window_end = math.inf if end is None else end
     gaps = [
         later - earlier
-        for earlier, later in zip(times, times[1:], strict=False)
+        for earlier, later in itertools.pairwise(times)
         if window_start < later <= window_end
     ]
     lost = expected - received
@@ -97,5 +98,5 @@ def windows(run: ProbeRun, bounds: Sequence[float]) -> list[Loss]:
     edges = [*bounds, math.inf]
     return [
         loss(run, start, None if end == math.inf else end)
-        for start, end in zip(edges, edges[1:], strict=False)
+        for start, end in itertools.pairwise(edges)
     ]

@@ -101,6 +101,8 @@ class EventResult(_Model):
     """One link event in a phase and what followed it, until the next event or the end."""
 
     at_s: float
+    executed_s: float
+    """When the runner carried it out, on the phase's clock; what follows is read from here."""
     link: tuple[str, str]
     state: str
     probe_crossed: bool | None = None

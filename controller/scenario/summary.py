@@ -16,7 +16,9 @@ def _num(value: float | None, digits: int = 2) -> str:
 
 def _mark(figure: str, value: float | None, mode: str) -> str:
     """Flowlane's figures say whether they meet the target; the other modes are context."""
-    text = _num(value, 3 if figure in ("goodput_over_capacity", "jain") else 2)
+    text = _num(
+        value, 3 if figure in ("goodput_over_capacity", "jain", "goodput_over_optimum") else 2
+    )
     verdict = meets(figure, value)
     if mode != "flowlane" or verdict is None:
         return text
@@ -34,7 +36,7 @@ def summary_table(report: Report) -> Table:
         title=f"{report.scenario}: {report.duration_s:g} s per phase,"
         f" {report.capacity_bps / 1e6:g} Mbit/s bottleneck {report.bottleneck}"
     )
-    columns = (
+    columns: tuple[str, ...] = (
         "phase",
         "infer p50 ms",
         "infer p99 ms",
@@ -45,8 +47,11 @@ def summary_table(report: Report) -> Table:
         f"allreduce/alone ({_target('allreduce_over_alone')})",
         f"Jain ({_target('jain')})",
     )
+    if report.optimum_bps:
+        columns += (f"goodput/optimum ({_target('goodput_over_optimum')})",)
     for column in columns:
         table.add_column(column, justify="right")
+    optimum = report.optimum_bps
     for name in (IDLE, ALONE):
         phase = report.phases.get(name)
         if phase is None:
@@ -67,6 +72,7 @@ def summary_table(report: Report) -> Table:
             ),
             "1.00" if phase.allreduce else "-",
             "-",
+            *([_ratio_text(phase.training_goodput_bps, optimum)] if optimum else []),
             style="dim",
         )
     for row in report.headline:
@@ -82,7 +88,77 @@ def summary_table(report: Report) -> Table:
             _mark("goodput_over_capacity", row.goodput_over_capacity, row.mode),
             _mark("allreduce_over_alone", row.allreduce_over_alone, row.mode),
             _mark("jain", row.jain, row.mode),
+            *(
+                [_mark("goodput_over_optimum", row.goodput_over_optimum, row.mode)]
+                if optimum
+                else []
+            ),
         )
+    return table
+
+
+def _ratio_text(value: float | None, reference: float | None) -> str:
+    return _num(value / reference if value and reference else None, 3)
+
+
+def _ms(value: float | None) -> str:
+    return _num(value, 1)
+
+
+def _recovery(value: float | None, has_optimum: bool) -> str:
+    if value is None:
+        return "not recovered" if has_optimum else "-"
+    return f"{value:.1f}"
+
+
+def event_rows(report: Report) -> list[tuple[str, ...]]:
+    """One row per mode and link event: probe loss and training's recovery after it."""
+    rows: list[tuple[str, ...]] = []
+    for mode in report.modes:
+        phase = report.phases.get(mode)
+        if phase is None:
+            continue
+        for event in phase.events:
+            crossed = {None: "-", True: "yes", False: "no"}[event.probe_crossed]
+            rows.append(
+                (
+                    mode,
+                    f"{event.at_s:g}",
+                    f"{event.link[0]}-{event.link[1]} {event.state}",
+                    crossed,
+                    "-" if event.probe_lost is None else str(event.probe_lost),
+                    _ms(event.probe_loss_ms),
+                    _ms(event.probe_longest_gap_ms),
+                    _num(event.optimum_bps / 1e6 if event.optimum_bps is not None else None, 1),
+                    _recovery(event.recovery_s, event.optimum_bps is not None),
+                )
+            )
+    return rows
+
+
+EVENT_COLUMNS = (
+    "mode",
+    "at s",
+    "link event",
+    "probe crossed",
+    "probe lost",
+    "probe loss ms",
+    "longest gap ms",
+    "optimum Mbit/s",
+    "recovery s (0.9 of optimum)",
+)
+
+
+def events_table(report: Report) -> Table | None:
+    """Link events per mode, or None when the scenario has none."""
+    rows = event_rows(report)
+    if not rows:
+        return None
+    table = Table(title=f"{report.scenario}: link events")
+    for column in EVENT_COLUMNS:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
@@ -108,11 +184,13 @@ def scenario_list(directory: Path, repo: Path) -> Table:
 
 def markdown_table(report: Report) -> str:
     """The summary as a Markdown table (docs/benchmarks.md is written from these)."""
+    optimum = report.optimum_bps
     header = (
         "| phase | inference p50 ms | inference p99 ms | p99/idle | errors"
         " | training Mbit/s | goodput/capacity | all-reduce/alone | Jain |"
+        + (" goodput/optimum |" if optimum else "")
     )
-    lines = [header, "|" + "---|" * 9]
+    lines = [header, "|" + "---|" * (10 if optimum else 9)]
     for name in (IDLE, ALONE):
         phase = report.phases.get(name)
         if phase is None:
@@ -125,6 +203,7 @@ def markdown_table(report: Report) -> str:
             f" | {_num(goodput / 1e6 if goodput else None)}"
             f" | {_num(goodput / report.capacity_bps if goodput else None, 3)}"
             f" | {'1.00' if phase.allreduce else '-'} | - |"
+            + (f" {_ratio_text(goodput, optimum)} |" if optimum else "")
         )
     for row in report.headline:
         phase = report.phases[row.mode]
@@ -137,5 +216,10 @@ def markdown_table(report: Report) -> str:
             f" | {phase.inference.errors} | {_num(goodput / 1e6 if goodput else None)}"
             f" | {_num(row.goodput_over_capacity, 3)} | {_num(row.allreduce_over_alone)}"
             f" | {_num(row.jain, 3)} |"
+            + (f" {_num(row.goodput_over_optimum, 3)} |" if optimum else "")
         )
+    rows = event_rows(report)
+    if rows:
+        lines += ["", "| " + " | ".join(EVENT_COLUMNS) + " |", "|" + "---|" * len(EVENT_COLUMNS)]
+        lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

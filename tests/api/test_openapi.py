@@ -46,6 +46,8 @@ def test_every_route_is_documented(openapi: dict[str, Any]) -> None:
         "/v1/jobs/{name}": ["delete", "get"],
         "/v1/flows": ["get"],
         "/v1/events": ["get"],
+        "/v1/topology": ["get"],
+        "/v1/paths": ["get"],
         "/metrics": ["get"],
     }
 

@@ -40,8 +40,11 @@ from schemathesis.specs.openapi.checks import (
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
+from controller.fabric.model import Host, Link, PortRef, Topology
+from controller.fabric.snapshot import build_snapshot
 from controller.policy.jobs import JobSpec
 from controller.store.events import EventStore
+from controller.store.fabric import FabricStore
 from controller.store.flows import FlowRecord, FlowStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
@@ -63,6 +66,18 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
 ]
+
+
+FABRIC = (
+    Topology()
+    .with_switch(1)
+    .with_switch(2)
+    .with_link(Link(PortRef(1, 3), PortRef(2, 1)))
+    .with_link(Link(PortRef(2, 1), PortRef(1, 3)))
+    .with_host(Host(0x0A, PortRef(1, 1), 0x0A000001))
+    .with_host(Host(0x0B, PortRef(2, 2), 0x0A000002))
+)
+"""Two switches, one link, a host on each: /v1/topology and /v1/paths answer with bodies."""
 
 
 def _cases() -> list[tuple[str, str, GenerationMode]]:
@@ -102,6 +117,9 @@ def api_schema(redis_client: redis.Redis, settings: ApiSettings, document: dict[
     events = EventStore(redis_client)
     events.append("job", {"name": "fuzz", "op": "registered"})
     events.append("reclassified", {"switch": FLOW.switch, "to": "training"})
+    FabricStore(redis_client).publish(
+        build_snapshot("fuzz-controller", time.time(), FABRIC, {}, {}, [])
+    )
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(settings))
 
 
@@ -116,10 +134,10 @@ def _known_class(case: schemathesis.Case) -> None:
 
 
 def test_every_operation_is_fuzzed() -> None:
-    assert len({(method, path) for method, path, _ in CASES}) == 15
+    assert len({(method, path) for method, path, _ in CASES}) == 17
     # Input: PUT, plan, history, rollback; POST /v1/jobs, GET and DELETE /v1/jobs/{name},
-    # /v1/flows, /v1/events. Nothing else takes any.
-    assert len(CASES) == 15 + 9
+    # /v1/flows, /v1/events, /v1/paths. Nothing else takes any.
+    assert len(CASES) == 17 + 10
 
 
 @pytest.mark.parametrize(

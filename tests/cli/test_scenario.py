@@ -35,7 +35,7 @@ from controller.scenario.summary import markdown_table
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "mininet" / "scenario.py"
-SHIPPED = ("allreduce", "incast", "isolation", "leafspine")
+SHIPPED = ("allreduce", "collide", "failover", "incast", "isolation", "leafspine")
 MODES = ["fifo", "static", "flowlane"]
 CAPACITY = 50_000_000
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -160,7 +160,7 @@ def test_the_cli_finds_the_checkout() -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def test_list_shows_the_four_shipped_scenarios(runner: CliRunner) -> None:
+def test_list_shows_every_shipped_scenario(runner: CliRunner) -> None:
     result = runner.invoke(app, ["scenario", "list"])
     assert result.exit_code == 0, result.output
     assert result.exception is None
@@ -321,7 +321,7 @@ def test_show_needs_a_report(runner: CliRunner) -> None:
 @pytest.mark.parametrize(
     ("modes", "message"),
     [
-        ("bogus", "'bogus' is not a mode (fifo, static, flowlane)"),
+        ("bogus", "'bogus' is not a mode (fifo, static, flowlane, stp, ecmp)"),
         ("fifo,turbo", "'turbo' is not a mode"),
         ("fifo,fifo", "a mode is listed twice"),
         (" , ", "give at least one mode"),

@@ -89,6 +89,14 @@ def test_nics_may_differ_per_host() -> None:
     assert demands[fast.flow] == pytest.approx(3 * GBIT)
 
 
+def test_an_unknown_nic_limits_nothing_but_the_known_one_still_does() -> None:
+    nics = {1: float("inf"), 2: GBIT, 3: float("inf")}
+    bounded = tcp(1, 2)  # host 2's NIC is its limit
+    unbounded = tcp(1, 3)  # nothing known limits it
+    demands = estimate_demands([bounded, unbounded], nics.__getitem__)
+    assert demands == {bounded.flow: pytest.approx(GBIT), unbounded.flow: float("inf")}
+
+
 def test_a_repeated_flow_counts_once() -> None:
     flow = tcp(1, 2)
     assert estimate_demands([flow, flow], gigabit) == {flow.flow: pytest.approx(GBIT)}

@@ -9,6 +9,7 @@ import pytest
 
 from controller.fabric.model import Link, PortRef, Topology
 from controller.fabric.paths import (
+    FabricGraph,
     flood_tree,
     next_hops,
     next_hops_to,
@@ -259,3 +260,15 @@ def test_a_16_leaf_8_spine_fabric_plans_every_destination_in_milliseconds() -> N
     paths = shortest_paths(topology, leaf(1), leaf(16))
     assert time.perf_counter() - started < 0.05
     assert len(paths) == 8
+
+
+def test_one_index_answers_like_the_functions() -> None:
+    topology = leaf_spine(2, 4).without_links(cable(4, 1))
+    graph = FabricGraph.of(topology)
+    for dst in topology.switches:
+        assert graph.next_hops(dst) == next_hops(topology, dst)
+        for dpid in topology.switches:
+            assert graph.next_hops_at(dpid, dst) == next_hops(topology, dst).get(dpid, ())
+    assert graph.flood_tree() == flood_tree(topology)
+    assert graph.shortest_paths(leaf(1), leaf(4)) == shortest_paths(topology, leaf(1), leaf(4))
+    assert graph.next_hops_at(leaf(1), 12345) == ()

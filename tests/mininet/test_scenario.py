@@ -1,12 +1,15 @@
 """End to end on real OVS: every shipped scenario, short, and the runner's cleanup.
 
-Each scenario runs for a few seconds per phase under fifo, static and
-flowlane in one network.  The tests assert the report's structure and the
-direction of the result (flowlane's inference p99 below FIFO's, measured in
-the same run), not the figures: those belong to ``docs/benchmarks.md``.
-Cleanup is checked after a run, after an interrupt (SIGINT) and after a
-failure (the controller killed mid-run): no bridge, port, QoS row, Mininet
-host or workload process may be left.
+Each classification scenario runs for a few seconds per phase under its
+modes (fifo, static and flowlane; leafspine also stp and ecmp) in one
+network.  The tests assert the report's structure and the direction of the
+result (flowlane's inference p99 below FIFO's, measured in the same run),
+not the figures: those belong to ``docs/benchmarks.md``.  The fabric
+scenarios (``collide``, ``failover``) run ecmp and flowlane only, a few
+seconds each, and print their figures against the targets without
+asserting them.  Cleanup is checked after a run, after an interrupt
+(SIGINT) and after a failure (the controller killed mid-run): no bridge,
+port, QoS row, Mininet host or workload process may be left.
 """
 
 from __future__ import annotations
@@ -21,18 +24,22 @@ from pathlib import Path
 import harness
 import pytest
 import scenario
+import yaml
 from topologies import PlannedTopo  # noqa: F401  (the runner's topology must import)
 
 from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
 from controller.scenario.report import ALONE, IDLE, Report
-from controller.scenario.spec import load_scenario, scenario_files
+from controller.scenario.spec import Mode, load_scenario, scenario_files
 
 pytestmark = pytest.mark.mininet
 
 SHORT_S = 5.0
 """Seconds measured per phase: enough samples (about a thousand) for a p99 that holds."""
 RUNNER = Path(scenario.__file__).resolve()
-SHIPPED = sorted(scenario_files(scenario.SCENARIOS))
+FABRIC = ("collide", "failover")
+"""Scenarios that compare forwarding (stp, ecmp, flowlane); they have tests of their own."""
+SHIPPED = [name for name in sorted(scenario_files(scenario.SCENARIOS)) if name not in FABRIC]
+FABRIC_MODES = [Mode.ECMP, Mode.FLOWLANE]
 
 
 def leftovers(name: str, out: Path) -> list[str]:
@@ -50,7 +57,7 @@ def leftovers(name: str, out: Path) -> list[str]:
         text=True,
     ).stdout.split()
     found += [f"qos row {row}" for row in qos]
-    for pattern in ("mininet:", "loadgen.py", "allreduce.py", "iperf3", str(out)):
+    for pattern in ("mininet:", "loadgen.py", "allreduce.py", "probe.py", "iperf3", str(out)):
         pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
         found += [f"process {pid} ({pattern})" for pid in pids.split() if int(pid) != os.getpid()]
     return found
@@ -68,7 +75,7 @@ def is_png(path: Path) -> bool:
     if data[:8] != b"\x89PNG\r\n\x1a\n":
         return False
     width, height = struct.unpack(">II", data[16:24])
-    return width > 300 and height > 200
+    return bool(width > 300 and height > 200)
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -79,8 +86,10 @@ def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path
 
     report = Report.model_validate_json(path.read_text())
     loaded = load_scenario(scenario.SCENARIOS / f"{name}.yaml", harness.REPO)
-    assert report.scenario == name and report.modes == ["fifo", "static", "flowlane"]
-    assert set(report.phases) == {IDLE, ALONE, "fifo", "static", "flowlane"}
+    modes = [str(mode) for mode in loaded.scenario.modes]
+    assert report.scenario == name and report.modes == modes
+    assert {"fifo", "static", "flowlane"} <= set(modes)
+    assert set(report.phases) == {IDLE, ALONE, *modes}
     assert report.capacity_bps == loaded.policy.ports.configured_rate(report.bottleneck).bps
     assert {"git_commit", "cpus", "ovs", "python", "flowlane"} <= set(report.environment)
     assert report.phases[IDLE].inference is not None and not report.phases[IDLE].training_flows
@@ -165,3 +174,71 @@ def test_failed_run_leaves_nothing_behind(tmp_path: Path) -> None:
 def pgrep(pattern: str) -> list[int]:
     done = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
     return [int(pid) for pid in done.stdout.split() if int(pid) != os.getpid()]
+
+
+def fabric_report(name: str, path: Path) -> Report:
+    """The report of a fabric scenario run, with its figures printed against the targets."""
+    report = Report.model_validate_json(path.read_text())
+    assert report.scenario == name and report.modes == [str(m) for m in FABRIC_MODES]
+    assert set(report.phases) == {IDLE, *report.modes}  # references: [idle]
+    assert report.optimum_bps and report.optimum_bps > 0
+    for row in report.headline:
+        phase = report.phases[row.mode]
+        assert phase.inference is not None and phase.inference.samples > 20
+        assert phase.training_goodput_bps and phase.training_goodput_bps > 0
+        assert row.goodput_over_optimum is not None
+        print(
+            f"{name} {row.mode}: goodput/optimum {row.goodput_over_optimum} (target >= 0.95),"
+            f" Jain {row.jain} (target >= 0.95), inference p99 {row.inference_p99_ms} ms"
+        )
+    return report
+
+
+def test_collide_runs_under_ecmp_and_flowlane(tmp_path: Path) -> None:
+    harness.check_prerequisites()
+    out = tmp_path / "collide"
+    _, path = scenario.run("collide", modes=list(FABRIC_MODES), duration_s=4.0, out=out)
+    report = fabric_report("collide", path)
+    assert report.optimum_bps == pytest.approx(160e6, rel=1e-6)
+    for mode in report.modes:
+        flows = report.phases[mode].training_flows
+        assert len(flows) == 8 and all(flow.goodput_bps > 0 for flow in flows)
+        assert sum(not flow.congestion_controlled for flow in flows) == 2  # the UDP pair
+    assert report.plots == [LATENCY_CDF, THROUGHPUT]
+    assert_clean("collide", out)
+
+
+def test_failover_runs_a_local_failure_under_ecmp_and_flowlane(tmp_path: Path) -> None:
+    """A shortened failover: leaf1's uplink to spine2 fails at 3 s and is back at 6 s."""
+    harness.check_prerequisites()
+    document = yaml.safe_load((scenario.SCENARIOS / "failover.yaml").read_text())
+    document |= {
+        "duration": "6s",
+        "ramp": "2s",
+        "events": [
+            {"at": "3s", "link": ["leaf1", "spine2"], "state": "down"},
+            {"at": "6s", "link": ["leaf1", "spine2"], "state": "up"},
+        ],
+    }
+    short = tmp_path / "failover.yaml"
+    short.write_text(yaml.safe_dump(document, sort_keys=False))
+    out = tmp_path / "failover"
+    _, path = scenario.run(str(short), modes=list(FABRIC_MODES), out=out)
+    report = fabric_report("failover", path)
+    assert report.optimum_bps == pytest.approx(40e6, rel=1e-6)
+    for mode in report.modes:
+        phase = report.phases[mode]
+        assert phase.probe is not None and phase.probe.sent > 5000
+        assert phase.probe.path, "the probe's traced path is empty"
+        down, up = phase.events
+        assert (down.link, down.state, up.state) == (("leaf1", "spine2"), "down", "up")
+        assert 2.9 < down.executed_s < 3.5 and 5.9 < up.executed_s < 6.5
+        assert down.optimum_bps is not None and down.optimum_bps < 20e6 < up.optimum_bps  # type: ignore[operator]
+        assert down.probe_crossed == phase.probe.crosses_first_event
+        print(
+            f"failover {mode}: probe {phase.probe.label} via {phase.probe.path}"
+            f" crossed={down.probe_crossed}: lost {down.probe_lost} ({down.probe_loss_ms} ms),"
+            f" longest gap {down.probe_longest_gap_ms} ms; training back to 0.9 of the new"
+            f" optimum after {down.recovery_s} s"
+        )
+    assert_clean("failover", out)

@@ -9,6 +9,7 @@ or the controller.
 from __future__ import annotations
 
 import ipaddress
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -56,7 +57,7 @@ def cable(leaf_dpid: int, spine_dpid: int) -> tuple[Link, Link]:
 
 def host(leaf_dpid: int, port: int) -> Host:
     number = (leaf_dpid - 100) * 16 + port
-    return Host(0x020000000000 + number, PortRef(leaf_dpid, port), int(ip(f"10.0.0.{number}")))
+    return Host(0x020000000000 + number, PortRef(leaf_dpid, port), int(ip("10.0.0.0")) + number)
 
 
 def ip(text: str) -> ipaddress.IPv4Address:
@@ -515,3 +516,27 @@ def test_a_weighted_or_failover_group_in_the_simulator() -> None:
     heavy = GroupEntry(GroupType.SELECT, (Bucket((Output(1),), weight=3), Bucket((Output(2),))))
     picks = Counter(select_bucket(heavy, {"tcp_src": n})[0].actions for n in range(400))
     assert 250 < picks[(Output(1),)] < 350  # about three in four
+
+
+def test_a_16_leaf_8_spine_fabric_with_64_hosts_plans_every_switch_quickly() -> None:
+    spines = tuple(range(1, 9))
+    leaves = tuple(range(101, 117))
+    topology = Topology()
+    for dpid in (*spines, *leaves):
+        topology = topology.with_switch(dpid)
+    for leaf_dpid in leaves:
+        for spine_dpid in spines:
+            for link in cable(leaf_dpid, spine_dpid):
+                topology = topology.with_link(link)
+        for port in range(10, 14):
+            topology = topology.with_host(host(leaf_dpid, port))
+    started = time.perf_counter()
+    plans = {
+        dpid: fabric_plan(topology, dpid, frozenset(range(10, 14) if dpid in leaves else ()), {})
+        for dpid in topology.switches
+    }
+    elapsed = time.perf_counter() - started
+    assert elapsed < 1.0, f"{elapsed * 1000:.0f} ms for 24 switches"
+    assert all(len(plans[dpid].groups) == 1 for dpid in leaves)
+    (group,) = plans[leaves[0]].groups
+    assert [b.watch_port for b in group.buckets] == list(spines)

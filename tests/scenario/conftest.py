@@ -29,7 +29,7 @@ from controller.scenario.stats import cdf_points
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
-SHIPPED = ("allreduce", "incast", "isolation", "leafspine")
+SHIPPED = ("allreduce", "collide", "failover", "incast", "isolation", "leafspine")
 CAPACITY = 50_000_000
 MODES = ["fifo", "static", "flowlane"]
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from controller.policy.load import load_policy_document, parse_policy
-from controller.scenario.modes import FIFO_CLASS, mode_document, mode_policy
+from controller.scenario.modes import FIFO_CLASS, mode_document, mode_policy, needs_rstp
 from controller.scenario.spec import Mode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +23,14 @@ def document(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def test_the_scenario_policies_are_shipped() -> None:
-    assert [p.stem for p in POLICY_FILES] == ["allreduce", "incast", "isolation", "leafspine"]
+    assert [p.stem for p in POLICY_FILES] == [
+        "allreduce",
+        "collide",
+        "failover",
+        "incast",
+        "isolation",
+        "leafspine",
+    ]
 
 
 def test_fifo_is_one_class_without_rules_or_detection(document: dict[str, Any]) -> None:
@@ -49,7 +56,8 @@ def test_static_drops_detection_only(document: dict[str, Any]) -> None:
     assert "detection" in document  # every scenario policy detects, so static differs
     original = parse_policy(document)
     static_document = mode_document(document, Mode.STATIC)
-    assert static_document == {k: v for k, v in document.items() if k != "detection"}
+    dropped = ("detection", "forwarding")
+    assert static_document == {k: v for k, v in document.items() if k not in dropped}
     policy = mode_policy(document, Mode.STATIC)
     assert policy.detection is None
     assert policy.classes == original.classes
@@ -79,3 +87,73 @@ def test_deriving_a_mode_leaves_the_document_alone(document: dict[str, Any], mod
     assert document == before
     derived = mode_document(document, mode)
     assert derived is not document
+
+
+FABRIC_POLICIES = [p for p in POLICY_FILES if p.stem in ("collide", "failover", "leafspine")]
+
+
+@pytest.fixture(params=FABRIC_POLICIES, ids=lambda p: p.stem)
+def fabric_document(request: pytest.FixtureRequest) -> dict[str, Any]:
+    _, document = load_policy_document(request.param)
+    return document
+
+
+def test_the_fabric_policies_route_and_place(fabric_document: dict[str, Any]) -> None:
+    policy = parse_policy(fabric_document)
+    assert policy.forwarding.fabric
+    assert policy.forwarding.placement is not None
+    assert policy.forwarding.placement_classes(policy.detection) == {"training"}
+
+
+def test_stp_is_the_whole_policy_forwarded_by_normal(fabric_document: dict[str, Any]) -> None:
+    original = parse_policy(fabric_document)
+    derived = mode_document(fabric_document, Mode.STP)
+    assert derived["forwarding"] == {"mode": "normal"}
+    assert {k: v for k, v in derived.items() if k != "forwarding"} == {
+        k: v for k, v in fabric_document.items() if k != "forwarding"
+    }
+    policy = mode_policy(fabric_document, Mode.STP)
+    assert not policy.forwarding.fabric
+    assert policy.classes == original.classes and policy.rules == original.rules
+    assert policy.detection == original.detection and policy.ports == original.ports
+    assert needs_rstp(policy, loops=True)
+
+
+def test_ecmp_routes_without_placement(fabric_document: dict[str, Any]) -> None:
+    original = parse_policy(fabric_document)
+    policy = mode_policy(fabric_document, Mode.ECMP)
+    assert policy.forwarding.fabric
+    assert policy.forwarding.placement is None
+    assert policy.forwarding.placement_classes(policy.detection) == frozenset()
+    # Only placement differs from flowlane: discovery, punt rate, classes and ports stay.
+    assert policy.forwarding.discovery == original.forwarding.discovery
+    assert policy.forwarding.punt_rate == original.forwarding.punt_rate
+    assert policy.classes == original.classes and policy.detection == original.detection
+    assert policy.ports == original.ports
+    assert not needs_rstp(policy, loops=True)
+
+
+def test_ecmp_of_a_normal_policy_turns_the_fabric_on(document: dict[str, Any]) -> None:
+    bare = {k: v for k, v in document.items() if k != "forwarding"}
+    policy = mode_policy(bare, Mode.ECMP)
+    assert policy.forwarding.fabric and policy.forwarding.placement is None
+
+
+def test_ecmp_reads_the_forwarding_shorthand(document: dict[str, Any]) -> None:
+    shorthand = {**document, "forwarding": "fabric"}
+    assert mode_document(shorthand, Mode.ECMP)["forwarding"] == {
+        "mode": "fabric",
+        "placement": None,
+    }
+
+
+def test_fifo_and_static_forward_with_normal(fabric_document: dict[str, Any]) -> None:
+    for mode in (Mode.FIFO, Mode.STATIC):
+        policy = mode_policy(fabric_document, mode)
+        assert not policy.forwarding.fabric
+        assert needs_rstp(policy, loops=True) and not needs_rstp(policy, loops=False)
+
+
+def test_flowlane_keeps_the_fabric(fabric_document: dict[str, Any]) -> None:
+    policy = mode_policy(fabric_document, Mode.FLOWLANE)
+    assert policy.forwarding.fabric and not needs_rstp(policy, loops=True)

@@ -156,6 +156,7 @@ def test_targets_are_flowlanes_documented_goals() -> None:
         "goodput_over_capacity": (">=", 0.93),
         "allreduce_over_alone": ("<=", 1.10),
         "jain": (">=", 0.95),
+        "goodput_over_optimum": (">=", 0.95),
     }
 
 

@@ -14,6 +14,7 @@ from controller.scenario.spec import (
     BulkWorkload,
     InferenceWorkload,
     Mode,
+    ProbeWorkload,
     ScenarioError,
     load_scenario,
     parse_scenario,
@@ -24,6 +25,12 @@ REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 ISOLATION_POLICY = REPO / "policies" / "scenarios" / "isolation.yaml"
+FABRIC_RATES = {"collide": "20Mbit", "failover": "20Mbit"}
+SHIPPED_MODES = {
+    "collide": [Mode.STP, Mode.ECMP, Mode.FLOWLANE],
+    "failover": [Mode.STP, Mode.ECMP, Mode.FLOWLANE],
+    "leafspine": [Mode.FIFO, Mode.STATIC, Mode.STP, Mode.ECMP, Mode.FLOWLANE],
+}
 
 BASE: dict[str, Any] = {
     "name": "probe",
@@ -89,8 +96,15 @@ def only_error(path: Path, repo: Path) -> tuple[str, str]:
 # --------------------------------------------------------------------------------------------
 
 
-def test_the_four_scenarios_are_shipped() -> None:
-    assert list(scenario_files(SCENARIOS)) == ["allreduce", "incast", "isolation", "leafspine"]
+def test_the_scenarios_are_shipped() -> None:
+    assert list(scenario_files(SCENARIOS)) == [
+        "allreduce",
+        "collide",
+        "failover",
+        "incast",
+        "isolation",
+        "leafspine",
+    ]
     assert scenario_files(SCENARIOS)["incast"] == SCENARIOS / "incast.yaml"
 
 
@@ -102,18 +116,19 @@ def test_every_shipped_scenario_loads(path: Path) -> None:
     assert loaded.source == path
     assert scenario.policy == Path("policies/scenarios") / f"{path.stem}.yaml"
     assert set(loaded.policy_document["classes"]) == set(loaded.policy.classes)
-    assert loaded.policy_document["ports"]["overrides"][scenario.bottleneck] == "50Mbit"
+    rate = FABRIC_RATES.get(path.stem, "50Mbit")
+    assert loaded.policy_document["ports"]["overrides"][scenario.bottleneck] == rate
     plan = scenario.plan()
     assert scenario.bottleneck in plan.switch_ports()
     assert scenario.bottleneck in loaded.policy.ports.overrides
-    assert loaded.policy.ports.configured_rate(scenario.bottleneck).bps == 50_000_000
+    assert loaded.policy.ports.configured_rate(scenario.bottleneck).bps == int(rate[:2]) * 10**6
     assert scenario.inference and scenario.training
-    assert scenario.modes == [Mode.FIFO, Mode.STATIC, Mode.FLOWLANE]
+    assert scenario.modes == SHIPPED_MODES.get(path.stem, [Mode.FIFO, Mode.STATIC, Mode.FLOWLANE])
     hosts = set(plan.host_names)
     for workload in scenario.workloads:
         if isinstance(workload, InferenceWorkload):
             assert set(workload.clients) | set(workload.servers) <= hosts
-        elif isinstance(workload, BulkWorkload):
+        elif isinstance(workload, BulkWorkload | ProbeWorkload):
             assert {end for f in workload.flows for end in (f.src, f.dst)} <= hosts
         else:
             assert set(workload.workers) <= hosts

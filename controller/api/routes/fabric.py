@@ -177,14 +177,39 @@ def _paths(services: Services, src: Address, dst: Address) -> PathsOut:
         raise ApiError(404, str(exc)) from None
 
 
+_OCTET = "(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_HEX = "[0-9A-Fa-f]{2}"
+ADDRESS_PATTERN = rf"^(({_OCTET}\.){{3}}{_OCTET}|({_HEX}:){{5}}{_HEX}|({_HEX}-){{5}}{_HEX})$"
+"""What ``parse_host_address`` accepts, for the schema only: the route checks it itself, so a
+mismatch gets a message that says what an address looks like, not a regular expression."""
 _ADDRESS_HELP = "A host's IPv4 address (`10.0.0.1`) or MAC (`00:00:00:00:00:01`)"
+_ADDRESS_SCHEMA: dict[str, Any] = {
+    "pattern": ADDRESS_PATTERN,
+    "examples": ["10.0.0.1", "00:00:00:00:00:01"],
+}
 
 
 @router.get("/paths", response_model=PathsOut, responses=_PATHS_RESPONSES)
 async def paths(
     services: ServicesDep,
-    src: Annotated[str, Query(min_length=1, max_length=64, description=_ADDRESS_HELP)],
-    dst: Annotated[str, Query(min_length=1, max_length=64, description=_ADDRESS_HELP)],
+    src: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=64,
+            description=_ADDRESS_HELP,
+            json_schema_extra=_ADDRESS_SCHEMA,
+        ),
+    ],
+    dst: Annotated[
+        str,
+        Query(
+            min_length=1,
+            max_length=64,
+            description=_ADDRESS_HELP,
+            json_schema_extra=_ADDRESS_SCHEMA,
+        ),
+    ],
 ) -> PathsOut:
     """Where two hosts attach, every shortest path between them (what ECMP spreads flows
     over), and the elephants between them pinned on one path."""
