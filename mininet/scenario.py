@@ -454,7 +454,9 @@ class Runner:
                 for workload in scenario.training:
                     if isinstance(workload, BulkWorkload):
                         omit = length - options.duration_s
-                        _start_bulk(net, workload, length + 0.5, omit, running, self.interval_s)
+                        workloads.start_bulk(
+                            net, workload, length + 0.5, omit, running, self.interval_s
+                        )
                     else:
                         workloads.start_allreduce(net, workload, length + 0.5, running)
             if probe_workload is not None and probe_flow is not None:
@@ -593,34 +595,6 @@ def workload_pairs(scenario: Any) -> list[tuple[str, str]]:
                 for i, client in enumerate(workload.clients)
             }
     return sorted(pairs)
-
-
-def _start_bulk(
-    net: Any,
-    workload: BulkWorkload,
-    seconds: float,
-    omit_s: float,
-    running: workloads.Running,
-    interval_s: float,
-) -> None:
-    """``workloads.start_bulk`` with a chosen report interval (recovery needs 0.2 s)."""
-    if interval_s == workloads.TIMELINE_INTERVAL_S:
-        workloads.start_bulk(net, workload, seconds, omit_s, running)
-        return
-    for (host, port), flow in zip(workloads.bulk_ports(workload), workload.flows, strict=True):
-        args = ["iperf3", "-c", str(net.get(host).IP()), "-p", str(port), "-J"]
-        args += ["-t", f"{seconds:.1f}", "-O", f"{omit_s:.1f}", "-i", str(interval_s)]
-        if workload.protocol == "udp":
-            args += ["-u", "-b", str(workload.udp_rate)]
-        started = time.time()
-        running.bulk.append(
-            (
-                workload,
-                f"{flow.src}->{flow.dst}",
-                started,
-                harness.host_popen(net.get(flow.src), args),
-            )
-        )
 
 
 class _Events:

@@ -81,11 +81,17 @@ class Running:
 
 
 def start_bulk(
-    net: Any, workload: BulkWorkload, seconds: float, omit_s: float, running: Running
+    net: Any,
+    workload: BulkWorkload,
+    seconds: float,
+    omit_s: float,
+    running: Running,
+    interval_s: float = TIMELINE_INTERVAL_S,
 ) -> None:
+    """iperf3 clients; ``interval_s`` is the report interval (failover recovery needs 0.2 s)."""
     for (host, port), flow in zip(bulk_ports(workload), workload.flows, strict=True):
         args = ["iperf3", "-c", _ip(net, host), "-p", str(port), "-J"]
-        args += ["-t", f"{seconds:.1f}", "-O", f"{omit_s:.1f}", "-i", str(TIMELINE_INTERVAL_S)]
+        args += ["-t", f"{seconds:.1f}", "-O", f"{omit_s:.1f}", "-i", str(interval_s)]
         if workload.protocol == "udp":
             args += ["-u", "-b", str(workload.udp_rate)]
         started = time.time()

@@ -28,6 +28,7 @@ from controller.cli.remote import (
     when,
 )
 from controller.cli.render import out
+from controller.fabric.snapshot import describe_event
 
 POLL_INTERVAL_S = 0.5
 _PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
@@ -183,6 +184,9 @@ def _job_endpoints(endpoints: object) -> str:
 def event_summary(event: dict[str, Any]) -> str:
     """One line about an event; kinds this CLI does not know show their fields as key=value."""
     kind = event.get("kind")
+    fabric = describe_event(str(kind), event)
+    if fabric is not None:
+        return fabric
     if kind == "policy":
         line = f"version {event.get('version')} by {event.get('author')}"
         if event.get("rollback_of"):
@@ -248,7 +252,10 @@ def events(
     ] = None,
     kind: Annotated[
         str | None,
-        typer.Option(help="Only this kind: policy, job, reclassified, ...", show_default=False),
+        typer.Option(
+            help="Only this kind: policy, job, reclassified, link, host, placement, reroute",
+            show_default=False,
+        ),
     ] = None,
     limit: Annotated[int, typer.Option(min=1, max=1000, help="Events per request")] = 100,
     follow: Annotated[

@@ -247,8 +247,8 @@ class SwitchWorker:
             groups[int(desc.group_id)] = group if group is not None else _FOREIGN_GROUP
         for config in self.channel.request(messages.meter_config_request(datapath)):
             meter = messages.installed_meter(config)
-            if meter is not None:
-                meters[meter.meter_id] = meter
+            # A meter we cannot decode still holds its id: a planned one is sent as a modify.
+            meters[int(config.meter_id)] = meter or MeterEntry(int(config.meter_id), 0, 0)
         return _Installed(flows, groups, meters), stats, flows
 
     def _sync(self, reason: str, fresh: bool) -> None:
