@@ -4,8 +4,10 @@
     sudo .venv/bin/python mininet/scenario.py run isolation      # the same, directly
 
 One network serves the whole invocation.  Phases run one after the other:
-``idle`` (inference alone) and ``alone`` (training alone) under the full
-policy, then each mode with training and inference together, the controller
+``idle`` (inference alone), ``alone`` (training alone) and ``control``
+(training beside inference but sent to sink hosts on the senders' own
+switches, so it loads the CPUs without sharing a queue with inference) under
+the full policy, then each mode with training and inference together, the controller
 restarted with the mode's policy and the switches reconciled to it before
 traffic starts.  The report (``report.json``), the plots and the controller
 logs go to ``--out``.
@@ -56,13 +58,15 @@ from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.errors import FieldError
 from controller.policy.load import load_policy_file
 from controller.policy.model import Policy
-from controller.scenario import fabric, failover, results
+from controller.scenario import control, fabric, failover, results
 from controller.scenario import probe as probe_results
 from controller.scenario.jobs import workload_jobs
 from controller.scenario.modes import mode_document, mode_policy, needs_rstp
 from controller.scenario.report import (
     ALONE,
+    CONTROL,
     IDLE,
+    REFERENCES,
     EventResult,
     PhaseResult,
     ProbeResult,
@@ -136,13 +140,16 @@ class Phase:
     inference: bool
 
 
-def phases(
-    modes: list[Mode], references: tuple[Reference, ...] = (Reference.IDLE, Reference.ALONE)
-) -> list[Phase]:
-    """References first, under the full policy, then every mode with both loads."""
+def phases(modes: list[Mode], references: tuple[Reference, ...] = tuple(Reference)) -> list[Phase]:
+    """References first, under the full policy, then every mode with both loads.
+
+    ``control`` follows ``alone``: its training senders are paced at the rates
+    they reached there.
+    """
     reference_phases = [
         Phase(IDLE, Mode.FLOWLANE, training=False, inference=True),
         Phase(ALONE, Mode.FLOWLANE, training=True, inference=False),
+        Phase(CONTROL, Mode.FLOWLANE, training=True, inference=True),
     ]
     return [
         *(phase for phase in reference_phases if Reference(phase.name) in references),
@@ -191,7 +198,14 @@ class Runner:
     def __init__(self, loaded: LoadedScenario, options: Options, progress: Progress) -> None:
         self.loaded = loaded
         self.scenario = loaded.scenario
-        self.plan = loaded.scenario.plan()
+        plan = loaded.scenario.plan()
+        self.control_flows: list[control.ControlFlow] = []
+        if Reference.CONTROL in self.scenario.references:
+            self.control_flows = control.control_flows(self.scenario, plan)
+            plan = control.control_plan(self.scenario, plan)
+        self.plan = plan
+        """The scenario's topology, with the control phase's sinks linked last."""
+        self.done: dict[str, PhaseResult] = {}
         self.options = options
         self.progress = progress
         self.capacity_bps = loaded.policy.ports.configured_rate(self.scenario.bottleneck).bps
@@ -224,11 +238,12 @@ class Runner:
             p.name: self.progress.add_task(p.name, total=phase_length(p, self.options), start=False)
             for p in plan_phases
         }
-        done: dict[str, PhaseResult] = {}
+        done = self.done
         topo = PlannedTopo(plan=self.plan)
         with (
             harness.network(topo, ofp_port) as net,
             workloads.servers(net, self.scenario),
+            _sink_servers(net, self.control_flows),
         ):
             for mode, group in self._by_controller(plan_phases):
                 self._run_group(net, ofp_port, mode, group, tasks, done)
@@ -275,7 +290,7 @@ class Runner:
                 self._wait_ready(net, session.policy)
                 if jobs:
                     self._register(session, jobs)
-                if self.scenario.probes and any(p.training and p.inference for p in group):
+                if self.scenario.probes and any(p.name not in REFERENCES for p in group):
                     self._trace_probe(net, self.scenario.probes[0])
                 for phase in group:
                     current = phase.name
@@ -336,7 +351,7 @@ class Runner:
         """Consecutive phases under the same mode share one controller run."""
         groups: list[tuple[Mode, list[Phase]]] = []
         for phase in plan_phases:
-            if groups and groups[-1][0] is phase.mode and phase.name in (IDLE, ALONE):
+            if groups and groups[-1][0] is phase.mode and phase.name in REFERENCES:
                 groups[-1][1].append(phase)
             else:
                 groups.append((phase.mode, [phase]))
@@ -376,7 +391,9 @@ class Runner:
         """
         for switch in self.plan.switches:
             harness.wait_in_sync(switch.name, policy, self.plan.ports_of(switch.name), timeout_s=60)
-        pending = set(workload_pairs(self.scenario))
+        pending = set(workload_pairs(self.scenario)) | set(
+            control.control_pairs(self.control_flows)
+        )
         ips = {host.name: host.ip for host in self.plan.hosts}
 
         def answered() -> bool:
@@ -437,9 +454,10 @@ class Runner:
         length = phase_length(phase, options)
         running = workloads.Running()
         probes: list[subprocess.Popen[str]] = []
-        events = _Events(net, scenario.events if phase.training and phase.inference else [])
+        measured = phase.name not in REFERENCES
+        events = _Events(net, scenario.events if measured else [])
         probe_workload = scenario.probes[0] if scenario.probes and phase.inference else None
-        probe_flow = self.probe_pair if phase.training else None
+        probe_flow = self.probe_pair if measured else None
         self.progress.start_task(task)
         ticker = _Ticker(self.progress, task, length)
         try:
@@ -450,7 +468,10 @@ class Runner:
                 probes.append(receiver)
             origin = time.time()
             events.start(origin)
-            if phase.training:
+            if phase.name == CONTROL:
+                paced = control.with_rates(self.control_flows, self.done[ALONE])
+                _start_control(net, paced, length + 0.5, length - options.duration_s, running)
+            elif phase.training:
                 for workload in scenario.training:
                     if isinstance(workload, BulkWorkload):
                         omit = length - options.duration_s
@@ -577,6 +598,55 @@ class Runner:
             probe=run,
             probe_path=self.probe_path,
             plan=self.plan,
+        )
+
+
+@contextmanager
+def _sink_servers(net: Any, flows: list[control.ControlFlow]) -> Iterator[None]:
+    """An iperf3 server per control flow on its sink, for the whole run (one test each)."""
+    processes: list[subprocess.Popen[str]] = []
+    try:
+        for flow in flows:
+            args = ["iperf3", "-s", "-p", str(flow.port)]
+            processes.append(harness.host_popen(net.get(flow.sink), args))
+        yield
+    finally:
+        for process in processes:
+            harness.stop_process(process)
+
+
+def _start_control(
+    net: Any,
+    flows: list[control.ControlFlow],
+    seconds: float,
+    omit_s: float,
+    running: workloads.Running,
+) -> None:
+    """Every training sender to its sink, paced (``-b``) at the rate of the flow it stands for.
+
+    Collected like the loaded bulk flows, each under its own workload's name.
+    """
+    for flow in flows:
+        args = ["iperf3", "-c", str(net.get(flow.sink).IP()), "-p", str(flow.port), "-J"]
+        args += [
+            "-t",
+            f"{seconds:.1f}",
+            "-O",
+            f"{omit_s:.1f}",
+            "-i",
+            str(workloads.TIMELINE_INTERVAL_S),
+        ]
+        args += ["-b", str(flow.rate)] + (["-u"] if flow.protocol == "udp" else [])
+        workload = BulkWorkload(
+            kind="bulk",
+            name=flow.workload,
+            protocol=flow.protocol,
+            flows=[BulkFlow(src=flow.src, dst=flow.sink)],
+            udp_rate=flow.rate if flow.protocol == "udp" else None,
+        )
+        started = time.time()
+        running.bulk.append(
+            (workload, flow.label, started, harness.host_popen(net.get(flow.src), args))
         )
 
 

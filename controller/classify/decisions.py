@@ -10,10 +10,10 @@ from controller.classify.flows import FlowId
 
 class DemotionReason(StrEnum):
     BYTES = "bytes"
-    """The flow has sent ``bytes`` since it started (or since its last release)."""
+    """The flow has sent ``bytes`` while keeping up ``rate``, before ``for`` was over."""
 
     RATE = "rate"
-    """The flow has kept ``rate`` for ``for``."""
+    """The flow has kept up ``rate`` for ``for`` without a break."""
 
 
 class ReleaseReason(StrEnum):
@@ -24,7 +24,7 @@ class ReleaseReason(StrEnum):
     """Its counting entry left the table (OVS idle timeout) ``release_after`` ago."""
 
     CALM = "calm"
-    """A rate elephant that stayed below ``release_ratio`` of the rate for ``release_after``."""
+    """Still sending, but below ``release_ratio`` of the rate for ``release_after``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +34,7 @@ class Demotion:
     flow: FlowId
     reason: DemotionReason
     bytes: int
-    """Bytes sent when detected, since the flow started (or was last released)."""
+    """Bytes sent at or above the rate in the run of windows that made it an elephant."""
 
     rate_bps: float
     """Bit/s over the last polling interval."""

@@ -2,18 +2,23 @@
 
 Every flow no rule claims starts in the default (latency) class.  Each poll,
 the detector compares each learned entry's byte counter with the previous
-poll and demotes a flow to the elephant class once it has sent ``bytes``, or
-kept ``rate`` for ``for`` (PIAS-style: no knowledge of flow sizes needed).
+poll.  A window in which a flow sent at ``rate`` or more is *bulk*; a flow is
+demoted to the elephant class once its bulk windows have run unbroken for
+``for``, or have carried ``bytes`` (a fast flow need not wait out ``for``).
+A window below the rate ends the run and its bytes stop counting: a
+keep-alive connection that carries requests at a small share of the port
+never starts a run, so it is never demoted however many bytes it sends over
+hours, while a bulk transfer is caught within ``for`` plus one interval.
+
 An override is released when its flow has been idle for ``release_after``, or
-when a rate elephant stays below ``release_ratio`` of the rate that long.
+has stayed below ``release_ratio`` of the rate that long (it turned sparse).
 
-Hysteresis, so that a flow near a threshold does not flap between queues:
+Hysteresis, so that a flow near the threshold does not flap between queues:
 
-- bytes only grow, so a flow crosses the byte threshold once; after a release
-  it must send the whole threshold again before it is demoted again;
-- a rate elephant is released below ``release_ratio`` of the rate, not below
-  the rate, and only after ``release_after``, and never while it also
-  qualifies by bytes (it would be demoted again at the next poll).
+- demotion needs the rate held for ``for`` (one bulk window is not enough by
+  default), and a dip below the rate starts the run over;
+- release needs the flow below ``release_ratio`` of the rate, not below the
+  rate, for the whole of ``release_after``.
 
 Pure and deterministic: the caller passes the time (a monotonic clock) with
 each poll, and the same polls always give the same decisions.  Memory is
@@ -21,9 +26,12 @@ bounded by ``max_tracked``; flows past it are counted, heaviest kept first.
 
 The per-flow loop is the controller's hot path (100 000 entries every
 interval), so it is written for CPython: one dict lookup per sample, state
-updated in place in slotted objects, integer comparisons against thresholds
-precomputed once per poll, and anything rare (a new flow, a candidate, an
-elephant, a re-learned entry) deferred to a second pass.
+updated in place in slotted objects, one integer comparison against the
+rate threshold precomputed once per poll, and anything rare (a new flow, a
+bulk window, an elephant, a re-learned entry) deferred to a second pass.
+A run needs no reset when a flow drops below the rate: it only continues if
+its last bulk window ended at the previous poll, which is checked when the
+next bulk window comes.
 """
 
 from __future__ import annotations
@@ -53,10 +61,7 @@ between the controller's clock and the switch's ``duration``.
 """
 
 _NEVER = 1 << 62
-"""A byte count no counter reaches: turns a criterion off without a branch in the loop."""
-
-_PENDING = -1
-"""``demote_at`` of a released flow: its next growth starts a new episode."""
+"""A byte count no window reaches: no flow is bulk before there is a previous poll."""
 
 _EPSILON = 1e-9
 """Float slack on time comparisons, so 0.5 s polls add up to exactly 1 s."""
@@ -87,18 +92,17 @@ class _Track:
         "above",
         "above_at",
         "active",
-        "base",
         "born",
         "bytes",
         "cutoff",
         "delta",
-        "demote_at",
         "override",
+        "run_bytes",
         "seen",
         "since",
     )
 
-    def __init__(self, octets: int, born: float, active: float, demote_at: int, seen: int) -> None:
+    def __init__(self, octets: int, born: float, active: float, seen: int) -> None:
         self.bytes = octets
         """Counter at the last poll."""
         self.delta = octets
@@ -109,18 +113,17 @@ class _Track:
         """First packet of the counting entry: ``now - age_s`` when first seen."""
         self.cutoff = born
         """``born``, or -inf for an elephant: one comparison sends both out of the fast path."""
-        self.since = born
-        """Start of the current episode (first packet, or growth after a release)."""
+        self.since: float | None = born
+        """First packet, what a demotion's latency counts from; ``None`` after a release
+        (the next demotion counts from the start of its run)."""
         self.seen = seen
         """Number of the last poll that sampled this flow."""
-        self.base = 0
-        """Counter value when the flow was last released; bytes count from here."""
-        self.demote_at = demote_at
-        """``base + min_bytes``: the counter value that demotes (``_NEVER``, ``_PENDING``)."""
         self.above: float | None = None
         """Start of the run of windows at or above the rate threshold..."""
         self.above_at = -math.inf
         """...which is still running only if the last of them ended at the previous poll."""
+        self.run_bytes = 0
+        """Bytes sent in the windows of that run: the only bytes ``min_bytes`` counts."""
         self.override: _Override | None = None
 
 
@@ -164,7 +167,7 @@ class Detector:
         poll = self._poll + 1
         last = self._now
         rate_delta = _NEVER
-        if thresholds.rate_bps is not None and self._poll:
+        if self._poll:
             # Growth over this window that reaches the rate threshold, as a whole byte count.
             rate_delta = math.ceil(thresholds.rate_bps * (now - last) / 8)
         reborn_before = now - REBIRTH_SLACK_S
@@ -193,7 +196,7 @@ class Detector:
                 track.bytes = octets
                 track.delta = delta
                 track.active = now
-                if octets >= track.demote_at or delta >= rate_delta:
+                if delta >= rate_delta:  # a bulk window: the only way into a run
                     candidates.append((track, flow))
 
         demote: list[Demotion] = []
@@ -223,26 +226,26 @@ class Detector:
     def _evaluate(
         self, track: _Track, flow: FlowId, window_start: float, now: float
     ) -> Demotion | None:
-        """Whether a growing flow is an elephant now (it grew ``delta`` since ``window_start``)."""
+        """Whether a flow that grew ``delta`` since ``window_start`` is an elephant now.
+
+        A bulk window extends the flow's run if the run's last window ended
+        where this one starts, and starts a new run otherwise.
+        """
         thresholds = self.thresholds
-        if track.demote_at == _PENDING:
-            min_bytes = thresholds.min_bytes
-            track.demote_at = _NEVER if min_bytes is None else track.base + min_bytes
-            track.since = window_start
-        if track.bytes >= track.demote_at:
-            return self._demote(track, flow, DemotionReason.BYTES, window_start, now)
-        rate = thresholds.rate_bps
-        if rate is None:
-            return None
         window = now - window_start
-        if window > 0 and track.delta * 8 >= rate * window:
-            if track.above is None or track.above_at != window_start:
-                track.above = window_start  # a new run: the last one did not reach this window
-            track.above_at = now
-            if now - track.above >= thresholds.sustain_s - _EPSILON:
-                return self._demote(track, flow, DemotionReason.RATE, window_start, now)
-        else:
+        if window <= 0 or track.delta * 8 < thresholds.rate_bps * window:
             track.above = None
+            return None
+        if track.above is None or track.above_at != window_start:
+            track.above = window_start  # a new run: the last one did not reach this window
+            track.run_bytes = 0
+        track.run_bytes += track.delta
+        track.above_at = now
+        min_bytes = thresholds.min_bytes
+        if min_bytes is not None and track.run_bytes >= min_bytes:
+            return self._demote(track, flow, DemotionReason.BYTES, window_start, now)
+        if now - track.above >= thresholds.sustain_s - _EPSILON:
+            return self._demote(track, flow, DemotionReason.RATE, window_start, now)
         return None
 
     def _demote(
@@ -253,6 +256,8 @@ class Detector:
         window_start: float,
         now: float,
     ) -> Demotion:
+        start = track.since if track.since is not None else track.above
+        assert start is not None
         track.override = _Override(reason, now)
         track.cutoff = -math.inf
         track.above = None
@@ -261,9 +266,9 @@ class Detector:
         return Demotion(
             flow=flow,
             reason=reason,
-            bytes=track.bytes - track.base,
+            bytes=track.run_bytes,
             rate_bps=track.delta * 8 / window,
-            latency_s=now - track.since,
+            latency_s=now - start,
         )
 
     def _release(
@@ -274,19 +279,16 @@ class Detector:
         track.override = None
         track.cutoff = track.born
         track.above = None
-        track.base = track.bytes
-        track.demote_at = _PENDING
+        track.since = None
         self._overrides -= 1
         return Release(flow=flow, reason=reason, idle_s=idle, held_s=now - override.since)
 
     def _restart(self, track: _Track, octets: int, born: float, now: float) -> None:
         """A re-learned entry is a new flow: its history starts again from its counters."""
-        min_bytes = self.thresholds.min_bytes
         track.bytes = track.delta = octets
-        track.born = track.cutoff = track.since = born
+        track.born = track.cutoff = born
+        track.since = born
         track.active = now if octets else born
-        track.base = 0
-        track.demote_at = _NEVER if min_bytes is None else min_bytes
         track.above = None
 
     def _special(
@@ -328,7 +330,6 @@ class Detector:
             # The same conversation, back before its override ran out: keep it.
             track.bytes = track.delta = octets
             track.born = born
-            track.base = 0
             if octets:
                 track.active = now
             override.calm = None
@@ -349,7 +350,7 @@ class Detector:
         now: float,
         release: list[Release],
     ) -> None:
-        """An override stays until its flow idles, or (rate elephants) calms down."""
+        """An override stays until its flow idles or calms down (turns sparse)."""
         thresholds = self.thresholds
         override = track.override
         assert override is not None
@@ -362,14 +363,7 @@ class Detector:
         if idle >= thresholds.release_after_s - _EPSILON:
             release.append(self._release(track, flow, ReleaseReason.IDLE, idle, now))
             return
-        rate = thresholds.rate_bps
-        if override.reason is not DemotionReason.RATE or rate is None:
-            return
-        min_bytes = thresholds.min_bytes
-        if min_bytes is not None and octets - track.base >= min_bytes:
-            # It qualifies by size as well now; releasing it on rate would only flap.
-            override.reason = DemotionReason.BYTES
-        elif delta * 8 < thresholds.release_ratio * rate * (now - last):
+        if delta * 8 < thresholds.release_ratio * thresholds.rate_bps * (now - last):
             if override.calm is None:
                 override.calm = last
             if now - override.calm >= thresholds.release_after_s - _EPSILON:
@@ -405,16 +399,15 @@ class Detector:
         room = thresholds.max_tracked - len(tracks)
         if len(fresh) > room:
             fresh, dropped = self._choose(fresh, room)
-        min_bytes = thresholds.min_bytes
-        demote_at = _NEVER if min_bytes is None else min_bytes
-        rate = thresholds.rate_bps or 0
+        rate = thresholds.rate_bps
         for sample in fresh:
             flow, octets, _, age = sample
             born = now - age
-            track = _Track(octets, born, now if octets else born, demote_at, poll)
+            track = _Track(octets, born, now if octets else born, poll)
             if tracks.setdefault(flow, track) is not track:
                 continue  # the same flow twice in one poll
-            if octets >= demote_at or (rate and octets * 8 >= rate * age):
+            # Its first window is its whole life: bulk if its average so far reaches the rate.
+            if octets and octets * 8 >= rate * age:
                 demotion = self._evaluate(track, flow, born, now)
                 if demotion is not None:
                     demote.append(demotion)
@@ -424,11 +417,11 @@ class Detector:
         """Whether an untracked flow is an elephant already, judged on its whole life."""
         thresholds = self.thresholds
         _, octets, _, age = sample
-        if thresholds.min_bytes is not None and octets >= thresholds.min_bytes:
-            return True
-        rate = thresholds.rate_bps
-        return (
-            rate is not None and age >= thresholds.sustain_s - _EPSILON and octets * 8 >= rate * age
+        if age <= 0 or octets * 8 < thresholds.rate_bps * age:
+            return False
+        min_bytes = thresholds.min_bytes
+        return age >= thresholds.sustain_s - _EPSILON or (
+            min_bytes is not None and octets >= min_bytes
         )
 
     def _choose(self, fresh: list[CounterSample], room: int) -> tuple[list[CounterSample], int]:

@@ -1,7 +1,8 @@
 """The ``detection`` policy section resolved against one switch's port rate.
 
-A rate threshold may be a share of the port rate (``10%``); a detector needs
-the number, and so needs to know the port it is judging against.
+A rate threshold may be a share of the port rate (``10%``, the default); a
+detector needs the number, and so needs to know the port it is judging
+against.
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ from controller.policy.detection import DetectionSpec
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """Plain numbers the detector compares against; ``None`` turns a criterion off."""
+    """Plain numbers the detector compares against.
+
+    ``rate_bps`` is always set: it is what makes a flow bulk at all.
+    ``min_bytes`` (``None``: off) only shortens the wait for a flow that is
+    already bulk, so it never demotes a flow slower than the rate.
+    """
 
     interval_s: float
-    min_bytes: int | None
-    rate_bps: int | None
+    rate_bps: int
     sustain_s: float
+    min_bytes: int | None
     release_after_s: float
     release_ratio: float
     max_tracked: int
@@ -28,15 +34,12 @@ class Thresholds:
         if port_rate_bps <= 0:
             raise ValueError(f"port rate must be positive, got {port_rate_bps}")
         elephant = spec.elephant
-        rate = None
-        if elephant.rate is not None:
-            # A tiny share of a tiny port can round to 0 bit/s, which every flow would exceed.
-            rate = max(1, elephant.rate.resolve(port_rate_bps))
         return cls(
             interval_s=spec.interval,
-            min_bytes=elephant.min_bytes,
-            rate_bps=rate,
+            # A tiny share of a tiny port can round to 0 bit/s, which every flow would exceed.
+            rate_bps=max(1, elephant.rate.resolve(port_rate_bps)),
             sustain_s=spec.sustain_s,
+            min_bytes=elephant.min_bytes,
             release_after_s=spec.release_after,
             release_ratio=elephant.release_ratio,
             max_tracked=spec.max_tracked,

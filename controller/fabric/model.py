@@ -166,6 +166,9 @@ class Topology:
         )
         return self._replace(hosts=(*kept, host))
 
+    def without_host(self, mac: int) -> Topology:
+        return self._replace(hosts=tuple(host for host in self.hosts if host.mac != mac))
+
     def with_capacities(self, capacity_bps: Mapping[PortRef, int]) -> Topology:
         return self._replace(capacity_bps=capacity_bps)
 

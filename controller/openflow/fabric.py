@@ -171,7 +171,6 @@ class FabricShell:
                 switch.observed = tuple(flows)
 
     def port_rates(self, dpid: int, tx_bps: dict[int, float]) -> None:
-        names = {}
         with self._lock:
             switch = self._switches.get(dpid)
             if switch is None:
@@ -222,8 +221,8 @@ class FabricShell:
         link = Link(src, dst)
         with self._lock:
             self._link_seen[link] = self._clock()
-            if src.dpid not in self._switches or dst.dpid not in self._switches:
-                return
+            # Even from a switch not (yet) connected: the receiving port faces a switch, so it
+            # must stop being an edge port; the link carries traffic once both ends are known.
             before = self._topology
             after = before.with_link(link)
         self._adopt(before, after, f"link {src} -> {dst}")
@@ -308,7 +307,7 @@ class FabricShell:
             merged = merged.with_host(host)
         for host in set(before.hosts) - set(after.hosts):
             if merged.host(host.mac) == host and after.host(host.mac) is None:
-                merged = merged._replace(hosts=tuple(h for h in merged.hosts if h != host))
+                merged = merged.without_host(host.mac)
         return merged.with_capacities(after.capacity_bps)
 
     def _edge_ports(self, dpid: int, now: float) -> frozenset[int]:

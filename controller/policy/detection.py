@@ -1,10 +1,13 @@
 """The ``detection`` section: how flows no rule names are promoted to the elephant class.
 
 Rules classify what an operator knows about.  Everything else starts in the
-default (latency) class, and the controller demotes a flow that has sent
-``bytes`` (or kept up ``rate`` for ``for``) to the elephant class: a PIAS-style
-demotion that needs no knowledge of flow sizes.  The override is dropped once
-the flow has been idle for ``release_after``.
+default (latency) class, and the controller demotes a flow to the elephant
+class once it is throughput-bound: it has kept up ``rate`` for ``for``, or
+sent ``bytes`` while keeping it up.  A flow is an elephant because of what it
+needs now, not because of how much it has sent over its life: a long-lived
+inference connection sends gigabytes over hours at a small share of the port
+and must stay in the latency class.  The override is dropped once the flow
+has been idle, or below ``release_ratio`` of the rate, for ``release_after``.
 
 The models check each field and what spans the section; whether the class
 exists, and whether it differs from the default class, needs the rest of the
@@ -14,6 +17,7 @@ policy, so ``detection_errors`` checks that for ``controller.policy.checks``.
 from __future__ import annotations
 
 from collections.abc import Collection
+from fractions import Fraction
 from typing import Annotated
 
 from pydantic import (
@@ -25,7 +29,6 @@ from pydantic import (
     ValidationInfo,
     WithJsonSchema,
     field_validator,
-    model_validator,
 )
 
 from controller.policy.errors import FieldError
@@ -50,6 +53,12 @@ MAX_MAX_TRACKED = 10_000_000
 """A detector keeps a few hundred bytes per tracked flow; this caps it near a few GB."""
 
 DEFAULT_RELEASE_RATIO = 0.5
+
+DEFAULT_RATE = ShareRate(Fraction(1, 10))
+"""Twice the share a busy inference connection keeps up (5 %), so request bursts stay below it."""
+
+DEFAULT_SUSTAIN_INTERVALS = 2
+"""One window above the rate can be a burst of responses; two in a row is a transfer."""
 
 DurationField = Annotated[
     float,
@@ -98,44 +107,45 @@ RateField = Annotated[
 class ElephantSpec(BaseModel):
     """When a flow counts as an elephant, and the class it then moves to.
 
-    ``bytes`` alone is PIAS: every flow starts in the latency class and the big
-    ones fall out of it, however they pace themselves.  ``rate`` (held for
-    ``for``) catches a steady stream before it has sent much.  With both, either
-    one demotes.  A rate-detected elephant is released when its rate stays
-    below ``release_ratio`` of the threshold for ``release_after``: the gap
-    between the two thresholds is what keeps a flow hovering around the
-    threshold from flapping between queues.
+    An elephant is a flow that is *throughput-bound*: it keeps up ``rate`` (a
+    share of the port, or bit/s) over every polling window for ``for``, or
+    sends ``bytes`` while keeping it up.  Bytes sent below the rate never
+    count, so a keep-alive inference connection carrying requests at a small
+    share of the port is never demoted however much it sends over its life,
+    while a bulk transfer is caught within ``for`` (sooner with ``bytes``).
+
+    ``rate`` defaults to ``DEFAULT_RATE``, so a section that names only
+    ``bytes`` (once PIAS, where a flow's total decided) now means bytes sent
+    while above that share.
+
+    An elephant is released when its rate stays below ``release_ratio`` of the
+    threshold for ``release_after``: the gap between the two levels is what
+    keeps a flow hovering around the threshold from flapping between queues.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
-    min_bytes: SizeField | None = Field(default=None, alias="bytes")
-    rate: RateField | None = None
+    rate: RateField = Field(
+        default=DEFAULT_RATE,
+        description="the rate a flow must keep up to count as bulk; default 10% of the port",
+    )
     sustain: DurationField | None = Field(
         default=None,
         alias="for",
-        description="how long the rate must hold; defaults to one polling interval",
+        description="how long the rate must hold without a break; defaults to two intervals",
+    )
+    min_bytes: SizeField | None = Field(
+        default=None,
+        alias="bytes",
+        description="demote sooner once this much was sent while at or above `rate`",
     )
     traffic_class: str = Field(alias="class", min_length=1)
     release_ratio: float = Field(
         default=DEFAULT_RELEASE_RATIO,
         gt=0,
         lt=1,
-        description="a rate-detected elephant is calm below this fraction of `rate`",
+        description="an elephant is calm below this fraction of `rate`",
     )
-
-    @model_validator(mode="after")
-    def _check_criteria(self) -> ElephantSpec:
-        if self.min_bytes is None and self.rate is None:
-            raise ValueError("an elephant needs 'bytes', 'rate' or both (e.g. bytes: 10MiB)")
-        if self.rate is None and self.sustain is not None:
-            raise ValueError("'for' says how long 'rate' must hold: it needs 'rate'")
-        if self.rate is None and "release_ratio" in self.model_fields_set:
-            raise ValueError(
-                "'release_ratio' is a fraction of 'rate': it needs 'rate'"
-                " (a 'bytes' elephant is released when idle)"
-            )
-        return self
 
 
 class DetectionSpec(BaseModel):
@@ -176,9 +186,9 @@ class DetectionSpec(BaseModel):
 
     @property
     def sustain_s(self) -> float:
-        """How long a rate must hold; one interval when ``for`` is not given."""
+        """How long a rate must hold; two intervals when ``for`` is not given."""
         sustain = self.elephant.sustain
-        return self.interval if sustain is None else sustain
+        return DEFAULT_SUSTAIN_INTERVALS * self.interval if sustain is None else sustain
 
 
 def detection_errors(

@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt
 
-from controller.scenario.report import ALONE, IDLE, Report
+from controller.scenario.report import ALONE, CONTROL, IDLE, Report
 
 LATENCY_CDF = "latency-cdf.png"
 THROUGHPUT = "throughput.png"
@@ -23,6 +23,7 @@ ALLREDUCE = "allreduce.png"
 _COLORS = {
     IDLE: "grey",
     ALONE: "grey",
+    CONTROL: "black",
     "fifo": "tab:red",
     "static": "tab:orange",
     "flowlane": "tab:blue",
@@ -36,15 +37,17 @@ def _title(report: Report, what: str) -> str:
 
 
 def latency_cdf(report: Report, path: Path) -> None:
-    """Inference latency CDF per mode, idle as the reference; log x so tails stay readable."""
+    """Inference latency CDF per mode against idle and control; log x keeps the tails readable."""
     figure, axes = plt.subplots(figsize=(7, 4.2))
-    for name in [IDLE, *report.modes]:
+    for name in [IDLE, CONTROL, *report.modes]:
+        if name not in report.phases:
+            continue
         inference = report.phases[name].inference
         if inference is None or not inference.cdf:
             continue
         xs, ys = zip(*inference.cdf, strict=True)
         label = f"{name} (p99 {inference.latency_ms.p99:.2f} ms)"
-        style = "--" if name == IDLE else "-"
+        style = {IDLE: "--", CONTROL: ":"}.get(name, "-")
         axes.step(xs, ys, where="post", label=label, linestyle=style, color=_COLORS.get(name))
     axes.set_xscale("log")
     axes.set_xlabel("inference request latency (ms, log scale)")

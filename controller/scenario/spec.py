@@ -9,6 +9,7 @@ paths, the way policy files do.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -29,6 +30,8 @@ _JOB_DESCRIPTION = (
     "in flowlane mode, register the workload's hosts and ports as a job of this class"
     " through the REST API before it starts, as a scheduler would"
 )
+SINK_NAME = re.compile(r"sink[0-9]+")
+"""Hosts the ``control`` reference adds to the network, one per switch that sends training."""
 HostName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,9}$")]
 """Short: Mininet names a host's interface ``<host>-eth0`` and Linux allows 15 characters."""
 
@@ -215,8 +218,15 @@ class LinkEvent(_Strict):
 
 
 class Reference(StrEnum):
+    """Phases that measure one load without the other, run before the modes.
+
+    ``control`` runs the training load off the bottleneck, next to inference:
+    the CPUs carry the same work, no queue is shared (``controller.scenario.control``).
+    """
+
     IDLE = "idle"
     ALONE = "alone"
+    CONTROL = "control"
 
 
 class Scenario(_Strict):
@@ -243,9 +253,10 @@ class Scenario(_Strict):
         description="link failures and repairs during every mode's phase, in time order",
     )
     references: list[Reference] = Field(
-        default_factory=lambda: [Reference.IDLE, Reference.ALONE],
+        default_factory=lambda: [Reference.IDLE, Reference.ALONE, Reference.CONTROL],
         min_length=1,
-        description="reference phases run first: idle (inference alone), alone (training alone)",
+        description="reference phases run first: idle (inference alone), alone (training"
+        " alone), control (both, training kept off the bottleneck)",
     )
 
     def plan(self) -> TopologyPlan:
@@ -378,6 +389,23 @@ def _reference_errors(scenario: Scenario) -> list[FieldError]:
         errors.append(
             FieldError("references", "needs 'alone': all-reduce times are read against it")
         )
+    if Reference.CONTROL in scenario.references:
+        if Reference.ALONE not in scenario.references:
+            errors.append(
+                FieldError(
+                    "references",
+                    "'control' needs 'alone': control sends each training flow at the rate"
+                    " it reached alone",
+                )
+            )
+        sinks = [h for h in scenario.plan().host_names if SINK_NAME.fullmatch(h)]
+        if sinks:
+            errors.append(
+                FieldError(
+                    "topology",
+                    f"host name {sinks[0]} is reserved: 'control' adds sink hosts sink1, sink2, …",
+                )
+            )
     return errors
 
 

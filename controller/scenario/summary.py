@@ -6,7 +6,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from controller.scenario.report import ALONE, IDLE, TARGETS, Report, meets
+from controller.scenario.report import CONTROL, IDLE, REFERENCES, TARGETS, Report, meets
 from controller.scenario.spec import ScenarioError, load_scenario, scenario_files
 
 
@@ -36,10 +36,12 @@ def summary_table(report: Report) -> Table:
         title=f"{report.scenario}: {report.duration_s:g} s per phase,"
         f" {report.capacity_bps / 1e6:g} Mbit/s bottleneck {report.bottleneck}"
     )
+    control = CONTROL in report.phases
     columns: tuple[str, ...] = (
         "phase",
         "infer p50 ms",
         "infer p99 ms",
+        *((f"p99/control ({_target('p99_over_control')})",) if control else ()),
         f"p99/idle ({_target('p99_over_idle')})",
         "errors",
         "train Mbit/s",
@@ -52,16 +54,18 @@ def summary_table(report: Report) -> Table:
     for column in columns:
         table.add_column(column, justify="right")
     optimum = report.optimum_bps
-    for name in (IDLE, ALONE):
+    for name in REFERENCES:
         phase = report.phases.get(name)
         if phase is None:
             continue
         inference = phase.inference
+        over_control, over_idle = _reference_ratios(report, name)
         table.add_row(
             name,
             _num(inference.latency_ms.p50, 3) if inference else "-",
             _num(inference.latency_ms.p99, 3) if inference else "-",
-            "1.00" if inference else "-",
+            *([over_control] if control else []),
+            over_idle,
             str(inference.errors) if inference else "-",
             _num(phase.training_goodput_bps / 1e6 if phase.training_goodput_bps else None),
             _num(
@@ -82,6 +86,7 @@ def summary_table(report: Report) -> Table:
             row.mode,
             _num(phase.inference.latency_ms.p50, 3),
             _num(row.inference_p99_ms, 3),
+            *([_mark("p99_over_control", row.p99_over_control, row.mode)] if control else []),
             _mark("p99_over_idle", row.p99_over_idle, row.mode),
             str(phase.inference.errors),
             _num(phase.training_goodput_bps / 1e6 if phase.training_goodput_bps else None),
@@ -97,8 +102,24 @@ def summary_table(report: Report) -> Table:
     return table
 
 
-def _ratio_text(value: float | None, reference: float | None) -> str:
-    return _num(value / reference if value and reference else None, 3)
+def _reference_ratios(report: Report, name: str) -> tuple[str, str]:
+    """A reference phase's p99 against control and idle; control/idle: what the CPU costs."""
+    inference = report.phases[name].inference
+    if inference is None:
+        return "-", "-"
+    references = {}
+    for reference in (CONTROL, IDLE):
+        phase = report.phases.get(reference)
+        references[reference] = (
+            phase.inference.latency_ms.p99 if phase and phase.inference else None
+        )
+    p99 = inference.latency_ms.p99
+    over_control = "-" if name == IDLE else _ratio_text(p99, references[CONTROL], 2)
+    return over_control, _ratio_text(p99, references[IDLE], 2)
+
+
+def _ratio_text(value: float | None, reference: float | None, digits: int = 3) -> str:
+    return _num(value / reference if value and reference else None, digits)
 
 
 def _ms(value: float | None) -> str:
@@ -185,21 +206,25 @@ def scenario_list(directory: Path, repo: Path) -> Table:
 def markdown_table(report: Report) -> str:
     """The summary as a Markdown table (docs/benchmarks.md is written from these)."""
     optimum = report.optimum_bps
+    control = CONTROL in report.phases
     header = (
-        "| phase | inference p50 ms | inference p99 ms | p99/idle | errors"
-        " | training Mbit/s | goodput/capacity | all-reduce/alone | Jain |"
+        "| phase | inference p50 ms | inference p99 ms |"
+        + (" p99/control |" if control else "")
+        + " p99/idle | errors | training Mbit/s | goodput/capacity | all-reduce/alone | Jain |"
         + (" goodput/optimum |" if optimum else "")
     )
-    lines = [header, "|" + "---|" * (10 if optimum else 9)]
-    for name in (IDLE, ALONE):
+    lines = [header, "|" + "---|" * (9 + bool(optimum) + control)]
+    for name in REFERENCES:
         phase = report.phases.get(name)
         if phase is None:
             continue
         inference, goodput = phase.inference, phase.training_goodput_bps
+        over_control, over_idle = _reference_ratios(report, name)
         lines.append(
             f"| {name} | {_num(inference.latency_ms.p50, 3) if inference else '-'}"
             f" | {_num(inference.latency_ms.p99, 3) if inference else '-'}"
-            f" | {'1.00' if inference else '-'} | {inference.errors if inference else '-'}"
+            + (f" | {over_control}" if control else "")
+            + f" | {over_idle} | {inference.errors if inference else '-'}"
             f" | {_num(goodput / 1e6 if goodput else None)}"
             f" | {_num(goodput / report.capacity_bps if goodput else None, 3)}"
             f" | {'1.00' if phase.allreduce else '-'} | - |"
@@ -212,7 +237,9 @@ def markdown_table(report: Report) -> str:
         bold = "**" if row.mode == "flowlane" else ""
         lines.append(
             f"| {bold}{row.mode}{bold} | {_num(phase.inference.latency_ms.p50, 3)}"
-            f" | {_num(row.inference_p99_ms, 3)} | {_num(row.p99_over_idle)}"
+            f" | {_num(row.inference_p99_ms, 3)}"
+            + (f" | {_num(row.p99_over_control)}" if control else "")
+            + f" | {_num(row.p99_over_idle)}"
             f" | {phase.inference.errors} | {_num(goodput / 1e6 if goodput else None)}"
             f" | {_num(row.goodput_over_capacity, 3)} | {_num(row.allreduce_over_alone)}"
             f" | {_num(row.jain, 3)} |"

@@ -151,3 +151,20 @@ def leaf_spine(leaves: int, spines: int, hosts_per_leaf: int) -> TopologyPlan:
         links=tuple(links),
         loops=spines > 1 and leaves > 1,
     )
+
+
+def with_hosts(plan: TopologyPlan, extra: list[tuple[str, str]]) -> TopologyPlan:
+    """``plan`` plus hosts ``(name, switch)`` linked last, so no existing port is renumbered.
+
+    Mininet numbers a switch's ports in link order: a link added after all
+    others takes the next number on its switch, and every port a scenario or
+    policy names keeps its name.  The new hosts take the next addresses.
+    """
+    switches = {switch.name for switch in plan.switches}
+    unknown = sorted({switch for _, switch in extra} - switches)
+    if unknown:
+        raise ValueError(f"no switch {', '.join(unknown)} in this topology")
+    names = [*plan.host_names, *(name for name, _ in extra)]
+    hosts = _hosts(names, sorted(switches))
+    links = tuple(LinkPlan(name, switch) for name, switch in extra)
+    return TopologyPlan(plan.switches, hosts, (*plan.links, *links), plan.loops)

@@ -27,8 +27,9 @@ import scenario
 import yaml
 from topologies import PlannedTopo  # noqa: F401  (the runner's topology must import)
 
+from controller.scenario.control import control_plan
 from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
-from controller.scenario.report import ALONE, IDLE, Report
+from controller.scenario.report import ALONE, CONTROL, IDLE, Report
 from controller.scenario.spec import Mode, load_scenario, scenario_files
 
 pytestmark = pytest.mark.mininet
@@ -44,7 +45,8 @@ FABRIC_MODES = [Mode.ECMP, Mode.FLOWLANE]
 
 def leftovers(name: str, out: Path) -> list[str]:
     """Everything a run of scenario ``name`` could leave behind; empty when clean."""
-    plan = load_scenario(scenario.SCENARIOS / f"{name}.yaml", harness.REPO).scenario.plan()
+    spec = load_scenario(scenario.SCENARIOS / f"{name}.yaml", harness.REPO).scenario
+    plan = control_plan(spec, spec.plan())  # the control phase's sinks too
     found = []
     bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
     found += [f"bridge {b}" for b in bridges.split() if b in {s.name for s in plan.switches}]
@@ -89,11 +91,12 @@ def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path
     modes = [str(mode) for mode in loaded.scenario.modes]
     assert report.scenario == name and report.modes == modes
     assert {"fifo", "static", "flowlane"} <= set(modes)
-    assert set(report.phases) == {IDLE, ALONE, *modes}
+    assert set(report.phases) == {IDLE, ALONE, CONTROL, *modes}
     assert report.capacity_bps == loaded.policy.ports.configured_rate(report.bottleneck).bps
     assert {"git_commit", "cpus", "ovs", "python", "flowlane"} <= set(report.environment)
     assert report.phases[IDLE].inference is not None and not report.phases[IDLE].training_flows
     assert report.phases[ALONE].inference is None and report.phases[ALONE].training_flows
+    assert_control(report)
     for mode in report.modes:
         phase = report.phases[mode]
         assert phase.inference is not None and phase.inference.samples > 100
@@ -101,6 +104,7 @@ def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path
         assert set(phase.timeline) == {"training", "inference"}
         assert phase.inference.cdf[-1][1] == 1.0
     assert [row.mode for row in report.headline] == report.modes
+    assert all(row.p99_over_control is not None for row in report.headline)
 
     wanted = [LATENCY_CDF, THROUGHPUT] + ([ALLREDUCE] if report.phases[ALONE].allreduce else [])
     assert report.plots == wanted
@@ -113,6 +117,26 @@ def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path
         f"{name}: flowlane p99 {flowlane.latency_ms.p99} ms, fifo {fifo.latency_ms.p99} ms"
     )
     assert_clean(name, out)
+
+
+def assert_control(report: Report) -> None:
+    """Control ran inference and every training sender, each to a sink, at its alone rate."""
+    control, alone = report.phases[CONTROL], report.phases[ALONE]
+    assert control.inference is not None and control.inference.samples > 20
+    assert len(control.training_flows) == len(alone.training_flows)
+    assert all("@sink" in flow.label for flow in control.training_flows)
+    assert all(flow.goodput_bps > 0 for flow in control.training_flows)
+    sent = sum(flow.goodput_bps for flow in control.training_flows)
+    reached = sum(flow.goodput_bps for flow in alone.training_flows)
+    # Paced at the alone rates: never far above them (iperf3 paces to within a few %).
+    assert 0 < sent < 1.1 * reached
+    idle = report.phases[IDLE].inference
+    assert idle is not None
+    print(
+        f"{report.scenario}: inference p99 idle {idle.latency_ms.p99} ms,"
+        f" control {control.inference.latency_ms.p99} ms; training in control"
+        f" {sent / 1e6:.1f} Mbit/s, alone {reached / 1e6:.1f} Mbit/s"
+    )
 
 
 def start_runner(out: Path, duration_s: float) -> subprocess.Popen[str]:
@@ -180,7 +204,8 @@ def fabric_report(name: str, path: Path) -> Report:
     """The report of a fabric scenario run, with its figures printed against the targets."""
     report = Report.model_validate_json(path.read_text())
     assert report.scenario == name and report.modes == [str(m) for m in FABRIC_MODES]
-    assert set(report.phases) == {IDLE, *report.modes}  # references: [idle]
+    assert set(report.phases) == {IDLE, ALONE, CONTROL, *report.modes}
+    assert_control(report)
     assert report.optimum_bps and report.optimum_bps > 0
     for row in report.headline:
         phase = report.phases[row.mode]
@@ -189,7 +214,8 @@ def fabric_report(name: str, path: Path) -> Report:
         assert row.goodput_over_optimum is not None
         print(
             f"{name} {row.mode}: goodput/optimum {row.goodput_over_optimum} (target >= 0.95),"
-            f" Jain {row.jain} (target >= 0.95), inference p99 {row.inference_p99_ms} ms"
+            f" Jain {row.jain} (target >= 0.95), inference p99 {row.inference_p99_ms} ms,"
+            f" p99/control {row.p99_over_control} (target <= 1.25)"
         )
     return report
 

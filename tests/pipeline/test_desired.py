@@ -99,7 +99,7 @@ def pinned() -> dict[FlowId, Path]:
     return {ELEPHANT: ((11, 2), (2, 2))}
 
 
-def fabric_inputs(dpid: int = 11) -> FabricInputs:
+def fabric_inputs() -> FabricInputs:
     return FabricInputs(leaf_spine(), frozenset({HOST_PORT}), pinned())
 
 
@@ -145,7 +145,10 @@ def test_normal_mode_is_exactly_the_policy_plan() -> None:
 
 
 def test_unresolved_rules_are_reported_in_both_modes() -> None:
-    rules = [*DOCUMENT["rules"], {"name": "uplink", "match": {"in_port": "s1-eth9"}, "class": "training"}]
+    rules = [
+        *DOCUMENT["rules"],
+        {"name": "uplink", "match": {"in_port": "s1-eth9"}, "class": "training"},
+    ]
     for forwarding in (None, "fabric"):
         state = desired_state(policy(forwarding, rules=rules), 11, {"s1-eth1": 1})
         assert state.unresolved_rules == ("uplink",)
@@ -252,8 +255,11 @@ def test_detector_overrides_and_jobs_appear_in_both_modes(forwarding: str | None
 def test_each_switch_gets_its_own_forwarding_from_the_same_inputs() -> None:
     fabric = policy("fabric")
     inputs = fabric_inputs()
-    leaf, spine = desired_state(fabric, 11, {}, fabric=inputs), desired_state(
-        fabric, 1, {}, fabric=FabricInputs(inputs.topology, frozenset(), inputs.pinned)
+    leaf, spine = (
+        desired_state(fabric, 11, {}, fabric=inputs),
+        desired_state(
+            fabric, 1, {}, fabric=FabricInputs(inputs.topology, frozenset(), inputs.pinned)
+        ),
     )
     assert owned(leaf.flows, Owner.POLICY) == owned(spine.flows, Owner.POLICY)
     assert owned(leaf.flows, Owner.FORWARDING) != owned(spine.flows, Owner.FORWARDING)

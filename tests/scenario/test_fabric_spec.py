@@ -99,7 +99,7 @@ def test_defaults_keep_todays_scenarios(tmp_path: Path, document: dict[str, Any]
         del document[key]
     scenario = load_scenario(write(tmp_path, document), tmp_path).scenario
     assert scenario.events == []
-    assert scenario.references == [Reference.IDLE, Reference.ALONE]
+    assert scenario.references == [Reference.IDLE, Reference.ALONE, Reference.CONTROL]
 
 
 @pytest.mark.parametrize("mode", ["stp", "ecmp"])
@@ -244,3 +244,43 @@ def test_an_unknown_reference_names_the_field(tmp_path: Path, document: dict[str
     document["references"] = ["idle", "warm"]
     path, _ = only_error(tmp_path, document)
     assert path == "references[1]"
+
+
+def test_control_needs_the_alone_reference(tmp_path: Path, document: dict[str, Any]) -> None:
+    document["references"] = ["idle", "control"]
+    path, message = only_error(tmp_path, document)
+    assert path == "references"
+    assert "'control' needs 'alone'" in message and "rate" in message
+
+
+def test_control_with_alone_loads(tmp_path: Path, document: dict[str, Any]) -> None:
+    document["references"] = ["idle", "alone", "control"]
+    scenario = load_scenario(write(tmp_path, document), tmp_path).scenario
+    assert scenario.references == [Reference.IDLE, Reference.ALONE, Reference.CONTROL]
+
+
+def test_sink_host_names_are_reserved_for_control(tmp_path: Path, document: dict[str, Any]) -> None:
+    single = {"kind": "single", "hosts": ["a", "sink1", "c", "server"]}
+    workloads = [
+        {"name": "training", "kind": "bulk", "flows": [{"src": "a", "dst": "server"}]},
+        {
+            "name": "inference",
+            "kind": "inference",
+            "clients": ["c"],
+            "servers": ["server"],
+            "rate": 5,
+        },
+    ]
+    document |= {
+        "topology": single,
+        "policy": str(REPO / "policies" / "scenarios" / "isolation.yaml"),
+        "bottleneck": "s1-eth4",
+        "modes": ["flowlane"],
+        "events": [],
+        "workloads": workloads,
+        "references": ["idle", "alone", "control"],
+    }
+    path, message = only_error(tmp_path, document)
+    assert path == "topology" and "sink1 is reserved" in message
+    document["references"] = ["idle", "alone"]  # no control phase, no sinks: the name is free
+    assert load_scenario(write(tmp_path, document), tmp_path).scenario.topology.kind == "single"

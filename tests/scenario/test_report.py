@@ -8,6 +8,7 @@ import pytest
 
 from controller.scenario.report import (
     ALONE,
+    CONTROL,
     IDLE,
     TARGETS,
     AllReduceResult,
@@ -89,6 +90,35 @@ def test_headline_ratios_against_idle() -> None:
     assert flowlane.jain == pytest.approx(0.9999, abs=1e-4)
 
 
+def test_headline_ratios_against_control() -> None:
+    """Control carries the CPU load without the shared queue: p99/control is the network's part."""
+    phases = {
+        IDLE: phase(IDLE, p99=2.0),
+        CONTROL: phase(CONTROL, p99=4.0, training=flows(24e6, 24e6), goodput=48e6),
+        "fifo": phase("fifo", p99=40.0, goodput=45e6),
+        "flowlane": phase("flowlane", p99=4.8, goodput=46.5e6),
+    }
+    fifo, flowlane = headline(phases, ["fifo", "flowlane"], CAPACITY)
+    assert (fifo.p99_over_idle, fifo.p99_over_control) == (20.0, 10.0)
+    assert (flowlane.p99_over_idle, flowlane.p99_over_control) == (2.4, 1.2)
+    assert meets("p99_over_control", flowlane.p99_over_control) is True
+    assert meets("p99_over_idle", flowlane.p99_over_idle) is False
+
+
+def test_no_control_phase_means_no_control_ratio() -> None:
+    phases = {IDLE: phase(IDLE, p99=2.0), "fifo": phase("fifo", p99=3.0)}
+    assert headline(phases, ["fifo"], CAPACITY)[0].p99_over_control is None
+
+
+def test_a_report_without_the_control_figure_still_loads() -> None:
+    """Reports written before the control phase existed stay readable."""
+    phases = {IDLE: phase(IDLE, p99=2.0), "fifo": phase("fifo", p99=3.0)}
+    (row,) = headline(phases, ["fifo"], CAPACITY)
+    data = row.model_dump()
+    del data["p99_over_control"]
+    assert type(row).model_validate(data).p99_over_control is None
+
+
 def test_headline_follows_the_order_of_modes() -> None:
     phases = {
         IDLE: phase(IDLE, p99=10.0),
@@ -152,6 +182,7 @@ def test_zero_goodput_is_a_ratio_of_zero() -> None:
 
 def test_targets_are_flowlanes_documented_goals() -> None:
     assert TARGETS == {
+        "p99_over_control": ("<=", 1.25),
         "p99_over_idle": ("<=", 1.5),
         "goodput_over_capacity": (">=", 0.93),
         "allreduce_over_alone": ("<=", 1.10),
@@ -163,6 +194,8 @@ def test_targets_are_flowlanes_documented_goals() -> None:
 @pytest.mark.parametrize(
     ("figure", "value", "verdict"),
     [
+        ("p99_over_control", 1.25, True),
+        ("p99_over_control", 1.26, False),
         ("p99_over_idle", 1.2, True),
         ("p99_over_idle", 1.5, True),
         ("p99_over_idle", 1.51, False),

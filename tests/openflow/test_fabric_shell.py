@@ -1,0 +1,460 @@
+"""Fabric discovery, host learning and proxy ARP of ``FabricShell``, with no switch at all.
+
+Packet-outs and sync requests are recorded instead of sent, the clock only
+moves when a test says so, and the shell's threads are never started: each
+test calls what a switch worker or os-ken's event thread would call.
+
+The fabric: two leaves (11, 12) under one spine (1).  Leaf port 1 faces the
+spine; spine port ``i`` faces leaf ``10 + i``; leaf ports 5 and 6 face hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pytest
+from os_ken.lib.packet import arp, ether_types, ethernet, packet
+from prometheus_client import CollectorRegistry
+
+from controller.fabric.model import Host, Link, PortRef
+from controller.metrics import ControllerMetrics
+from controller.openflow import frames
+from controller.openflow.fabric import FabricShell
+from controller.openflow.observer import PortState
+from controller.openflow.settings import ActivePolicy, ControllerSettings
+from controller.policy.load import parse_policy
+
+SPINE = 1
+LEAF_A, LEAF_B = 11, 12
+UPLINK = 1
+HOST_PORTS = (5, 6)
+LLDP_INTERVAL = 1.0
+LINK_TIMEOUT = 3.5
+SETTLE = 1.5 * LLDP_INTERVAL
+
+MAC_A, IP_A = 0x0A0000000001, 0x0A000001  # 10.0.0.1, on leaf 11 port 5
+MAC_B, IP_B = 0x0A0000000002, 0x0A000002  # 10.0.0.2, on leaf 12 port 5
+IP_UNKNOWN = 0x0A000063  # 10.0.0.99
+BROADCAST = 0xFFFFFFFFFFFF
+
+POLICY = {
+    "classes": {
+        "inference": {"priority": 0, "dscp": 46, "min_rate": "20%"},
+        "training": {"priority": 1, "dscp": 26, "min_rate": "70%"},
+    },
+    "default_class": "inference",
+    "detection": {"elephant": {"bytes": "10MiB", "class": "training"}},
+    "forwarding": {
+        "mode": "fabric",
+        "discovery": {"lldp_interval": f"{LLDP_INTERVAL}s", "link_timeout": f"{LINK_TIMEOUT}s"},
+    },
+}
+
+
+@dataclass
+class Clock:
+    now: float = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Recorder:
+    """What the shell sent (packet-outs) and asked for (syncs), in order."""
+
+    packets: list[tuple[int, list[int], bytes]] = field(default_factory=list)
+    syncs: list[tuple[list[int] | None, str]] = field(default_factory=list)
+
+    def send_packet(self, dpid: int, ports: Sequence[int], data: bytes) -> None:
+        self.packets.append((dpid, list(ports), data))
+
+    def request_sync(self, dpids: Iterable[int] | None, reason: str) -> None:
+        self.syncs.append((None if dpids is None else sorted(dpids), reason))
+
+    def clear(self) -> None:
+        self.packets.clear()
+        self.syncs.clear()
+
+
+@dataclass
+class Fabric:
+    shell: FabricShell
+    clock: Clock
+    sent: Recorder
+
+
+def hw(dpid: int, number: int) -> int:
+    return 0x020000000000 | (dpid << 16) | number
+
+
+def port(dpid: int, number: int, up: bool = True) -> PortState:
+    return PortState(number, f"s{dpid}-eth{number}", 1_000_000_000, up, hw(dpid, number))
+
+
+def leaf_ports(dpid: int, up: bool = True, **states: bool) -> list[PortState]:
+    """The leaf's uplink and host ports; ``p5=False`` takes one down."""
+    return [port(dpid, number, states.get(f"p{number}", up)) for number in (UPLINK, *HOST_PORTS)]
+
+
+def spine_ports() -> list[PortState]:
+    return [port(SPINE, LEAF_A - 10), port(SPINE, LEAF_B - 10)]
+
+
+def arp_frame(
+    op: int, sha: int, spa: int, tpa: int, tha: int = 0, eth_dst: int = BROADCAST
+) -> bytes:
+    frame = packet.Packet()
+    frame.add_protocol(
+        ethernet.ethernet(
+            dst=frames.mac_text(eth_dst),
+            src=frames.mac_text(sha),
+            ethertype=ether_types.ETH_TYPE_ARP,
+        )
+    )
+    frame.add_protocol(
+        arp.arp(
+            opcode=op,
+            src_mac=frames.mac_text(sha),
+            src_ip=ip_text(spa),
+            dst_mac=frames.mac_text(tha),
+            dst_ip=ip_text(tpa),
+        )
+    )
+    frame.serialize()
+    return bytes(frame.data)
+
+
+def ip_text(address: int) -> str:
+    return ".".join(str((address >> shift) & 0xFF) for shift in (24, 16, 8, 0))
+
+
+def lldp(shell: FabricShell, src: PortRef, dst: PortRef) -> None:
+    """The probe ``src`` sent arrives at ``dst``."""
+    shell.packet_in(
+        dst.dpid, dst.port, frames.lldp_frame(src.dpid, src.port, hw(src.dpid, src.port))
+    )
+
+
+def cable(shell: FabricShell, a: PortRef, b: PortRef) -> None:
+    lldp(shell, a, b)
+    lldp(shell, b, a)
+
+
+def uplink(leaf: int) -> tuple[PortRef, PortRef]:
+    return PortRef(leaf, UPLINK), PortRef(SPINE, leaf - 10)
+
+
+def link(a: PortRef, b: PortRef) -> Link:
+    return Link(a, b)
+
+
+@pytest.fixture
+def fabric() -> Fabric:
+    """Shell with no switch yet, at time 1000."""
+    settings = ControllerSettings(
+        ActivePolicy(parse_policy(POLICY, source="test")),
+        metrics=ControllerMetrics(registry=CollectorRegistry()),
+    )
+    clock, sent = Clock(), Recorder()
+    shell = FabricShell(settings, sent.send_packet, sent.request_sync, clock=clock)
+    assert shell.enabled
+    return Fabric(shell, clock, sent)
+
+
+@pytest.fixture
+def wired(fabric: Fabric) -> Fabric:
+    """All three switches up and cabled, host ports settled, nothing recorded yet."""
+    shell = fabric.shell
+    shell.switch_ports(SPINE, spine_ports())
+    for leaf in (LEAF_A, LEAF_B):
+        shell.switch_ports(leaf, leaf_ports(leaf))
+    for leaf in (LEAF_A, LEAF_B):
+        cable(shell, *uplink(leaf))
+    fabric.clock.now += SETTLE
+    fabric.sent.clear()
+    return fabric
+
+
+def with_hosts(fabric: Fabric) -> Fabric:
+    """Hosts A and B announce themselves (gratuitous ARP)."""
+    fabric.shell.packet_in(LEAF_A, 5, arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_A))
+    fabric.shell.packet_in(LEAF_B, 5, arp_frame(frames.ARP_REQUEST, MAC_B, IP_B, IP_B))
+    fabric.sent.clear()
+    return fabric
+
+
+# --------------------------------------------------------------------------------------------
+# Links
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_newly_up_port_is_probed_at_once(fabric: Fabric) -> None:
+    fabric.shell.switch_ports(LEAF_A, leaf_ports(LEAF_A, p6=False))
+    probes = {(dpid, tuple(ports)): data for dpid, ports, data in fabric.sent.packets}
+    assert set(probes) == {(LEAF_A, (UPLINK,)), (LEAF_A, (5,))}  # port 6 is down
+    assert frames.parse_lldp(probes[LEAF_A, (UPLINK,)]) == (LEAF_A, UPLINK)
+    assert probes[LEAF_A, (UPLINK,)] == frames.lldp_frame(LEAF_A, UPLINK, hw(LEAF_A, UPLINK))
+
+    fabric.sent.clear()
+    fabric.clock.now += 0.1
+    fabric.shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))  # port 6 comes up; the rest stay up
+    assert [(dpid, ports) for dpid, ports, _ in fabric.sent.packets] == [(LEAF_A, [6])]
+
+
+def test_lldp_both_ways_makes_a_usable_link_and_syncs_every_switch(fabric: Fabric) -> None:
+    shell = fabric.shell
+    shell.switch_ports(SPINE, spine_ports())
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    fabric.sent.clear()
+    leaf_end, spine_end = uplink(LEAF_A)
+
+    lldp(shell, leaf_end, spine_end)
+    assert shell.topology.links == {link(leaf_end, spine_end)}
+    assert shell.topology.usable_links == frozenset()
+
+    fabric.sent.syncs.clear()
+    lldp(shell, spine_end, leaf_end)
+    assert shell.topology.usable_links == {link(leaf_end, spine_end), link(spine_end, leaf_end)}
+    assert [dpids for dpids, _ in fabric.sent.syncs] == [None]
+    assert fabric.sent.packets == []  # discovery answers nothing
+    assert shell.settings.metrics.registry.get_sample_value("flowlane_fabric_links") == 1
+
+    fabric.sent.syncs.clear()
+    lldp(shell, spine_end, leaf_end)  # seen again: nothing changed, nothing to sync
+    assert fabric.sent.syncs == []
+
+
+def test_lldp_from_an_unknown_switch_makes_a_fabric_port_but_no_usable_link(
+    fabric: Fabric,
+) -> None:
+    fabric.shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    fabric.sent.clear()
+    lldp(fabric.shell, PortRef(99, 1), PortRef(LEAF_A, UPLINK))
+    topology = fabric.shell.topology
+    assert topology.usable_links == frozenset()
+    assert UPLINK in topology.fabric_ports(LEAF_A)
+    fabric.clock.now += 100.0
+    assert UPLINK not in fabric.shell.inputs(LEAF_A).edge_ports
+
+
+def test_an_lldp_silent_link_times_out_in_the_discovery_round(wired: Fabric) -> None:
+    shell, clock = wired.shell, wired.clock
+    a_leaf, a_spine = uplink(LEAF_A)
+    b_leaf, b_spine = uplink(LEAF_B)
+    assert len(shell.topology.usable_links) == 4
+
+    clock.now += LINK_TIMEOUT - SETTLE  # LINK_TIMEOUT after the LLDP: not yet "longer than"
+    shell._discovery_round(LINK_TIMEOUT)
+    assert len(shell.topology.usable_links) == 4
+    # The round probes every up port of every switch.
+    probed = sorted((dpid, ports[0]) for dpid, ports, _ in wired.sent.packets)
+    assert probed == sorted(
+        [(SPINE, 1), (SPINE, 2)] + [(leaf, n) for leaf in (LEAF_A, LEAF_B) for n in (1, 5, 6)]
+    )
+
+    cable(shell, b_leaf, b_spine)  # leaf B's link keeps answering, leaf A's went silent
+    lldp(shell, a_leaf, a_spine)  # and one direction of A's still arrives
+    wired.sent.clear()
+    clock.now += 0.5
+    shell._discovery_round(LINK_TIMEOUT)
+    assert shell.topology.links == {
+        link(a_leaf, a_spine),
+        link(b_leaf, b_spine),
+        link(b_spine, b_leaf),
+    }
+    assert shell.topology.usable_links == {link(b_leaf, b_spine), link(b_spine, b_leaf)}
+    assert (None, "LLDP timeout") in wired.sent.syncs
+
+    clock.now += LINK_TIMEOUT + 0.1
+    shell._discovery_round(LINK_TIMEOUT)
+    assert shell.topology.links == frozenset()
+
+
+def test_a_port_going_down_takes_its_links_and_hosts_with_it(wired: Fabric) -> None:
+    shell = with_hosts(wired).shell
+    assert {host.mac for host in shell.topology.hosts} == {MAC_A, MAC_B}
+
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A, p1=False, p5=False))
+    topology = shell.topology
+    assert all(PortRef(LEAF_A, UPLINK) not in (seen.src, seen.dst) for seen in topology.links)
+    assert topology.usable_links == {link(*uplink(LEAF_B)), link(*uplink(LEAF_B)).reversed()}
+    assert [host.mac for host in topology.hosts] == [MAC_B]
+    assert (None, f"ports of {LEAF_A:016x}") in wired.sent.syncs
+    assert wired.sent.packets == []  # nothing came up: no probe
+
+    # A port that vanished from the switch counts as down too.
+    shell.switch_ports(LEAF_B, [port(LEAF_B, UPLINK), port(LEAF_B, 6)])
+    assert shell.topology.hosts == ()
+
+
+def test_a_port_coming_back_must_settle_again(wired: Fabric) -> None:
+    shell, clock = wired.shell, wired.clock
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A, p5=False))
+    clock.now += 0.1
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    assert 5 not in shell.inputs(LEAF_A).edge_ports
+    clock.now += SETTLE
+    assert 5 in shell.inputs(LEAF_A).edge_ports
+
+
+# --------------------------------------------------------------------------------------------
+# Hosts
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_host_is_learned_only_once_its_port_has_settled(fabric: Fabric) -> None:
+    shell, clock = fabric.shell, fabric.clock
+    up = clock.now
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    fabric.sent.clear()
+    announce = arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_A)
+
+    clock.now = up + SETTLE - 0.01
+    shell.packet_in(LEAF_A, 5, announce)
+    assert not shell.topology.hosts
+    assert fabric.sent.packets == [] and fabric.sent.syncs == []
+
+    clock.now = up + SETTLE
+    shell.packet_in(LEAF_A, 5, announce)
+    assert shell.topology.hosts == (Host(MAC_A, PortRef(LEAF_A, 5), IP_A),)
+    assert [dpids for dpids, _ in fabric.sent.syncs] == [None]
+    assert fabric.sent.packets == []  # gratuitous ARP: nobody to tell
+
+
+def test_a_port_with_a_link_is_never_an_edge_port(wired: Fabric) -> None:
+    shell, clock = wired.shell, wired.clock
+    clock.now += 100
+    assert shell.inputs(LEAF_A).edge_ports == {5, 6}
+    assert shell.inputs(SPINE).edge_ports == frozenset()
+    shell.packet_in(LEAF_A, UPLINK, arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_B))
+    assert shell.topology.hosts == ()
+    assert wired.sent.packets == []
+
+
+def test_one_direction_of_a_link_is_enough_to_stop_host_learning(fabric: Fabric) -> None:
+    shell, clock = fabric.shell, fabric.clock
+    shell.switch_ports(SPINE, spine_ports())
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    lldp(shell, PortRef(SPINE, 1), PortRef(LEAF_A, UPLINK))
+    clock.now += SETTLE
+    assert UPLINK not in shell.inputs(LEAF_A).edge_ports
+    fabric.sent.clear()
+    shell.packet_in(LEAF_A, UPLINK, arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_A))
+    assert shell.topology.hosts == ()
+
+
+def test_a_host_learned_on_what_turns_out_to_be_a_link_is_forgotten(fabric: Fabric) -> None:
+    shell, clock = fabric.shell, fabric.clock
+    shell.switch_ports(SPINE, spine_ports())
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    clock.now += SETTLE
+    shell.packet_in(LEAF_A, UPLINK, arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_A))
+    assert [host.at for host in shell.topology.hosts] == [PortRef(LEAF_A, UPLINK)]
+    lldp(shell, PortRef(SPINE, 1), PortRef(LEAF_A, UPLINK))
+    assert shell.topology.hosts == ()
+
+
+# --------------------------------------------------------------------------------------------
+# Proxy ARP
+# --------------------------------------------------------------------------------------------
+
+
+def test_a_request_for_a_known_host_is_answered_on_the_asking_port_only(wired: Fabric) -> None:
+    shell = with_hosts(wired).shell
+    shell.packet_in(LEAF_A, 5, arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_B))
+    [(dpid, ports, data)] = wired.sent.packets
+    assert (dpid, ports) == (LEAF_A, [5])
+    reply = frames.parse_arp(data)
+    assert reply is not None
+    assert reply.op == frames.ARP_REPLY == 2
+    assert (reply.sha, reply.spa) == (MAC_B, IP_B)
+    assert (reply.tha, reply.tpa) == (MAC_A, IP_A)
+    assert (reply.eth_src, reply.eth_dst) == (MAC_B, MAC_A)
+    assert wired.sent.syncs == []  # A was known already: nothing to re-plan
+
+
+def test_a_request_for_an_unknown_address_goes_to_every_other_settled_edge_port(
+    wired: Fabric,
+) -> None:
+    shell, clock = wired.shell, wired.clock
+    with_hosts(wired)
+    # A fourth host port on leaf B that just came up: not settled, not flooded to.
+    shell.switch_ports(LEAF_B, [*leaf_ports(LEAF_B), port(LEAF_B, 7)])
+    wired.sent.clear()
+    clock.now += 0.5
+    request = arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_UNKNOWN)
+    shell.packet_in(LEAF_A, 5, request)
+    assert wired.sent.packets == [(LEAF_A, [6], request), (LEAF_B, [5, 6], request)]
+
+
+def test_an_unknown_request_from_a_lone_edge_goes_nowhere_on_its_own_switch(
+    wired: Fabric,
+) -> None:
+    shell = wired.shell
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A, p6=False))
+    wired.sent.clear()
+    request = arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_UNKNOWN)
+    shell.packet_in(LEAF_A, 5, request)
+    assert [(dpid, ports) for dpid, ports, _ in wired.sent.packets] == [(LEAF_B, [5, 6])]
+
+
+def test_a_reply_goes_straight_to_the_host_it_answers(wired: Fabric) -> None:
+    shell = with_hosts(wired).shell
+    reply = arp_frame(frames.ARP_REPLY, MAC_B, IP_B, IP_A, tha=MAC_A, eth_dst=MAC_A)
+    shell.packet_in(LEAF_B, 5, reply)
+    assert wired.sent.packets == [(LEAF_A, [5], reply)]
+
+
+def test_a_request_from_a_fabric_port_is_dropped(wired: Fabric) -> None:
+    shell = with_hosts(wired).shell
+    shell.packet_in(SPINE, 1, arp_frame(frames.ARP_REQUEST, MAC_A, IP_A, IP_UNKNOWN))
+    assert wired.sent.packets == []
+
+
+# --------------------------------------------------------------------------------------------
+# What workers plan from
+# --------------------------------------------------------------------------------------------
+
+
+def test_inputs_report_edge_ports_and_the_topology(wired: Fabric) -> None:
+    shell = with_hosts(wired).shell
+    inputs = shell.inputs(LEAF_A)
+    assert inputs.edge_ports == {5, 6}
+    assert inputs.topology == shell.topology
+    assert inputs.topology.switches == {SPINE, LEAF_A, LEAF_B}
+    assert len(inputs.topology.usable_links) == 4
+    assert {host.mac: host.at for host in inputs.topology.hosts} == {
+        MAC_A: PortRef(LEAF_A, 5),
+        MAC_B: PortRef(LEAF_B, 5),
+    }
+    assert inputs.pinned == {}
+    assert shell.inputs(SPINE).edge_ports == frozenset()
+    unknown = shell.inputs(77)
+    assert unknown.edge_ports == frozenset()
+    assert unknown.topology == shell.topology
+
+
+def test_inputs_before_ports_settle_have_no_edge_ports(fabric: Fabric) -> None:
+    fabric.shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    assert fabric.shell.inputs(LEAF_A).edge_ports == frozenset()
+    topology = fabric.shell.inputs(LEAF_A).topology
+    assert topology.switches == {LEAF_A}
+    assert not topology.links and not topology.hosts
+    assert set(topology.capacity_bps) == {PortRef(LEAF_A, n) for n in (UPLINK, *HOST_PORTS)}
+
+
+def test_ports_settling_ask_for_one_sync_of_their_switch(fabric: Fabric) -> None:
+    shell, clock = fabric.shell, fabric.clock
+    shell.switch_ports(LEAF_A, leaf_ports(LEAF_A))
+    shell.inputs(LEAF_A)  # the worker planned with no edge ports yet
+    fabric.sent.clear()
+    clock.now += SETTLE
+    shell._discovery_round(LINK_TIMEOUT)
+    assert fabric.sent.syncs == [([LEAF_A], "edge ports settled")]
+    shell.inputs(LEAF_A)  # the worker re-planned with them
+    fabric.sent.clear()
+    clock.now += LLDP_INTERVAL
+    shell._discovery_round(LINK_TIMEOUT)
+    assert fabric.sent.syncs == []
