@@ -204,3 +204,18 @@ def flood_tree(topology: Topology) -> dict[int, frozenset[int]]:
     every host learned would rewrite every flood entry of every switch.
     """
     return FabricGraph.of(topology).flood_tree()
+
+
+def reverse_path(topology: Topology, path: Path) -> Path | None:
+    """The same links crossed the other way, from the destination switch back to the source.
+
+    A placed TCP flow's ACKs take it: hashed, they could land behind a full
+    link of someone else's (a fixed-rate UDP flow, which does not yield), and
+    a TCP sender runs no faster than its ACKs come back.  None when a link of
+    the path is gone.
+    """
+    try:
+        links = path_links(topology, path)
+    except (KeyError, ValueError):
+        return None
+    return tuple((link.dst.dpid, link.dst.port) for link in reversed(links))

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.classify.records import ObservedFlow
 from controller.fabric.demand import FlowDemandInput, estimate_demands
-from controller.fabric.model import Host, Link, PortRef, Topology
+from controller.fabric.model import Host, Link, Path, PortRef, Topology
+from controller.fabric.paths import reverse_path
 from controller.fabric.placement import Elephant, Pin, PlacementSettings, place
 from controller.fabric.snapshot import (
     FabricEvent,
@@ -116,11 +117,19 @@ class FabricShell:
             edge = self._edge_ports(dpid, self._clock()) if switch else frozenset()
             if switch is not None:
                 switch.edge = edge
-            return FabricInputs(
-                self._topology,
-                edge,
-                {flow: pin.path for flow, pin in self._pins.items()},
-            )
+            return FabricInputs(self._topology, edge, self._pinned_paths())
+
+    def _pinned_paths(self) -> dict[FlowId, Path]:
+        """Every pinned flow's path, and for TCP its ACKs on the same links backwards."""
+        paths = {flow: pin.path for flow, pin in self._pins.items()}
+        for flow, pin in self._pins.items():
+            back = flow.reversed()
+            if flow.ip_proto != IP_PROTO_TCP or back in paths:
+                continue
+            reverse = reverse_path(self._topology, pin.path)
+            if reverse:
+                paths[back] = reverse
+        return paths
 
     def switch_ports(self, dpid: int, ports: Sequence[PortState]) -> None:
         """The worker read (or updated) the switch's ports: adopt them, drop what went down."""
@@ -430,6 +439,15 @@ class FabricShell:
                 if src is None or dst is None or src.at.dpid != dpid or dst.at.dpid == dpid:
                     continue
                 found[flow.flow] = (flow, src.at.dpid, dst.at.dpid)
+        # A TCP flow's ACKs are a flow too, in the same class by a bidirectional rule: they
+        # follow their data flow's path backwards, and are never placed on their own.
+        found = {
+            flow: entry
+            for flow, entry in found.items()
+            if flow.reversed() not in found
+            or found[flow.reversed()][0].rate_bps < entry[0].rate_bps
+            or (found[flow.reversed()][0].rate_bps == entry[0].rate_bps and flow < flow.reversed())
+        }
         hosts = {host.ipv4: host for host in topology.hosts if host.ipv4 is not None}
 
         def nic(address: int) -> float:

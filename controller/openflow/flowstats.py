@@ -83,6 +83,8 @@ _UNUSABLE = -1
 """A field that is present but masked or of the wrong length: ``from_oxm`` rejects it."""
 
 _MAX_LAYOUTS = 256
+_RECENT_LAYOUTS = 8
+"""Layouts one decode tries before walking a match: IPv4/IPv6 times TCP/UDP, and spares."""
 
 Entry = tuple[CounterSample, int]
 """A counting entry's sample and its cookie (who claimed the flow)."""
@@ -228,6 +230,7 @@ def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
     end = len(body)
     offset = 0
     layout: _Layout | None = None
+    recent: list[_Parts] = []
     unpack, check, expected, size, kind, builds = _NO_LAYOUT
     while offset < end:
         values: tuple[Any, ...] | None = None
@@ -235,6 +238,16 @@ def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
             values = unpack(body, offset)
             if check(values) != expected:
                 values = None
+        if values is None:
+            # Families interleave in a real table (hash order): try the other recent layouts
+            # before walking the match.
+            for parts in recent:
+                if offset + parts[3] <= end:
+                    values = parts[0](body, offset)
+                    if parts[1](values) == parts[2]:
+                        unpack, check, expected, size, kind, builds = parts
+                        break
+                    values = None
         if values is None:
             if offset + _OXM_START > end:
                 raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
@@ -246,6 +259,8 @@ def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
                 offset += length
                 continue
             unpack, check, expected, size, kind, builds = layout.parts
+            if len(recent) < _RECENT_LAYOUTS:
+                recent.append(layout.parts)
             values = unpack(body, offset)
         length = values[_LENGTH]
         if length < size or offset + length > end:

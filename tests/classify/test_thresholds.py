@@ -46,10 +46,12 @@ def test_a_share_resolves_against_the_port_rate() -> None:
     assert Thresholds.from_spec(spec, 25_000_000_000).rate_bps == 2_500_000_000
 
 
-def test_an_absent_criterion_is_none() -> None:
+def test_the_rate_is_always_set_and_bytes_are_optional() -> None:
+    """``bytes`` alone means bytes while at the default 10 % of the port."""
     thresholds = Thresholds.from_spec(_spec(bytes="10MiB"), 1_000_000_000)
-    assert thresholds.rate_bps is None
-    assert thresholds.sustain_s == 0.25  # one interval
+    assert thresholds.rate_bps == 100_000_000
+    assert thresholds.min_bytes == 10 << 20
+    assert thresholds.sustain_s == 0.5  # two intervals
     assert Thresholds.from_spec(_spec(rate="1Gbit"), 1).min_bytes is None
 
 

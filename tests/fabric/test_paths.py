@@ -14,6 +14,7 @@ from controller.fabric.paths import (
     next_hops,
     next_hops_to,
     path_links,
+    reverse_path,
     shortest_paths,
 )
 
@@ -272,3 +273,32 @@ def test_one_index_answers_like_the_functions() -> None:
     assert graph.flood_tree() == flood_tree(topology)
     assert graph.shortest_paths(leaf(1), leaf(4)) == shortest_paths(topology, leaf(1), leaf(4))
     assert graph.next_hops_at(leaf(1), 12345) == ()
+
+
+def test_reverse_path_crosses_the_same_links_backwards() -> None:
+    topology = _leaf_spine_for_reverse()
+    path = shortest_paths(topology, 0x101, 0x102)[0]
+    back = reverse_path(topology, path)
+    assert back is not None
+    forward_links = path_links(topology, path)
+    assert path_links(topology, back) == tuple(link.reversed() for link in reversed(forward_links))
+    assert back[0][0] == 0x102  # starts at the destination switch
+
+
+def test_reverse_path_of_a_broken_path_is_none() -> None:
+    topology = _leaf_spine_for_reverse()
+    path = shortest_paths(topology, 0x101, 0x102)[0]
+    first = path_links(topology, path)[0]
+    assert reverse_path(topology.without_links([first, first.reversed()]), path) is None
+
+
+def _leaf_spine_for_reverse() -> Topology:
+    topology = Topology()
+    for dpid in (0x101, 0x102, 0x201, 0x202):
+        topology = topology.with_switch(dpid)
+    for leaf_port, leaf in ((3, 0x101), (3, 0x102)):
+        for offset, spine in enumerate((0x201, 0x202)):
+            spine_port = leaf & 0xF
+            a, b = PortRef(leaf, leaf_port + offset), PortRef(spine, spine_port)
+            topology = topology.with_link(Link(a, b)).with_link(Link(b, a))
+    return topology

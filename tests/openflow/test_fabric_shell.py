@@ -17,6 +17,8 @@ import pytest
 from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from prometheus_client import CollectorRegistry
 
+from controller.classify.flows import FlowId
+from controller.classify.records import ObservedFlow
 from controller.fabric.model import Host, Link, PortRef
 from controller.metrics import ControllerMetrics
 from controller.openflow import frames
@@ -458,3 +460,27 @@ def test_ports_settling_ask_for_one_sync_of_their_switch(fabric: Fabric) -> None
     clock.now += LLDP_INTERVAL
     shell._discovery_round(LINK_TIMEOUT)
     assert fabric.sent.syncs == []
+
+
+def observed(flow: FlowId, rate_bps: float, traffic_class: str = "training") -> ObservedFlow:
+    return ObservedFlow(flow, traffic_class, "rule:iperf", 1_000_000, rate_bps, 0.0, 0.0)
+
+
+def test_a_tcp_flows_acks_are_not_placed_on_their_own(wired: Fabric) -> None:
+    """Data and ACK directions of one connection share a class (bidirectional rules): only the
+    data direction is an elephant; its ACKs follow its path backwards."""
+    shell = with_hosts(wired).shell
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell.flows_seen(LEAF_A, [observed(data, 9e6)])
+    shell.flows_seen(LEAF_B, [observed(data.reversed(), 4e5)])
+    assert [elephant.flow for elephant, _ in shell.elephants()] == [data]
+
+
+def test_flows_below_the_minimum_rate_or_of_other_classes_are_not_elephants(
+    wired: Fabric,
+) -> None:
+    shell = with_hosts(wired).shell
+    small = FlowId(0x0800, 6, IP_A, IP_B, 40001, 5201)
+    latency = FlowId(0x0800, 6, IP_A, IP_B, 40002, 8000)
+    shell.flows_seen(LEAF_A, [observed(small, 1e5), observed(latency, 9e6, "inference")])
+    assert shell.elephants() == []

@@ -299,7 +299,7 @@ def test_lean_decoder_is_much_faster_than_os_ken_on_10000_entries() -> None:
     rng = random.Random(6)
     entries = []
     for index in range(10_000):
-        fields = [("eth_type", 0x0800), ("ip_proto", 6 if index % 3 else 17)]
+        fields: list[tuple[str, Any]] = [("eth_type", 0x0800), ("ip_proto", 6 if index % 3 else 17)]
         fields += [("ipv4_src", _ipv4(rng)), ("ipv4_dst", _ipv4(rng))]
         proto = "tcp" if index % 3 else "udp"
         fields += [(f"{proto}_src", rng.randrange(1 << 16)), (f"{proto}_dst", 5201)]

@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from controller.policy.detection import (
     DEFAULT_MAX_TRACKED,
+    DEFAULT_RATE,
     DetectionSpec,
     ElephantSpec,
     detection_errors,
@@ -22,7 +23,7 @@ CLASSES = ("inference", "training", "best-effort")
 
 SECTION: dict[str, Any] = {
     "interval": "500ms",
-    "elephant": {"bytes": "10MiB", "class": "training"},
+    "elephant": {"rate": "10%", "for": "1s", "bytes": "10MiB", "class": "training"},
     "release_after": "30s",
     "max_tracked": 100_000,
 }
@@ -65,25 +66,41 @@ def test_the_documented_example_is_valid() -> None:
     assert spec.release_after == 30.0
     assert spec.max_tracked == 100_000
     assert spec.elephant.min_bytes == 10 * 2**20
-    assert spec.elephant.rate is None and spec.elephant.sustain is None
+    assert spec.elephant.rate == ShareRate(Fraction(1, 10))
+    assert spec.elephant.sustain == spec.sustain_s == 1.0
     assert spec.elephant.traffic_class == "training"
     assert spec.elephant.release_ratio == 0.5
 
 
 def test_defaults() -> None:
-    spec = DetectionSpec.model_validate({"elephant": {"bytes": "10MiB", "class": "training"}})
+    spec = DetectionSpec.model_validate({"elephant": {"class": "training"}})
     assert (spec.interval, spec.release_after, spec.max_tracked) == (
         0.5,
         30.0,
         DEFAULT_MAX_TRACKED,
     )
-    assert spec.sustain_s == 0.5  # a rate must hold for one interval when `for` is absent
+    assert spec.elephant.rate == DEFAULT_RATE == ShareRate(Fraction(1, 10))
+    assert spec.elephant.min_bytes is None
+    assert spec.sustain_s == 1.0  # a rate must hold for two intervals when `for` is absent
+    slow = DetectionSpec.model_validate({"interval": "2s", "elephant": {"class": "training"}})
+    assert slow.sustain_s == 4.0
+
+
+def test_a_section_written_for_bytes_alone_counts_them_at_the_default_rate() -> None:
+    """The old PIAS form still loads; its bytes now count only while a flow keeps up 10 %."""
+    spec = DetectionSpec.model_validate({"elephant": {"bytes": "1MiB", "class": "training"}})
+    assert spec.elephant.min_bytes == 1 << 20
+    assert spec.elephant.rate == DEFAULT_RATE
+    dumped = spec.model_dump(by_alias=True, exclude_defaults=True)
+    assert dumped == {"elephant": {"bytes": "1MiB", "class": "training"}}
+    assert spec.model_dump(by_alias=True)["elephant"]["rate"] == "10%"
 
 
 @pytest.mark.parametrize(
     ("fields", "rate", "sustain"),
     [
         ({"rate": "10%"}, ShareRate(Fraction(1, 10)), None),
+        ({"rate": "5%", "bytes": "1MiB"}, ShareRate(Fraction(1, 20)), None),
         ({"rate": "50Mbit", "for": "1s"}, AbsoluteRate(50_000_000), 1.0),
         ({"rate": 50_000_000, "for": 2}, AbsoluteRate(50_000_000), 2.0),
         ({"bytes": "10MiB", "rate": "10%", "for": "1.5s"}, ShareRate(Fraction(1, 10)), 1.5),
@@ -95,12 +112,14 @@ def test_a_rate_elephant_with_or_without_for(
     spec = DetectionSpec.model_validate(elephant(**fields))
     assert spec.elephant.rate == rate
     assert spec.elephant.sustain == sustain
-    assert spec.sustain_s == (0.5 if sustain is None else sustain)
+    assert spec.sustain_s == (1.0 if sustain is None else sustain)
 
 
-def test_release_ratio_can_be_tuned_for_a_rate() -> None:
+def test_release_ratio_can_be_tuned() -> None:
     spec = DetectionSpec.model_validate(elephant(rate="10%", release_ratio=0.25))
     assert spec.elephant.release_ratio == 0.25
+    spec = DetectionSpec.model_validate(elephant(bytes="10MiB", release_ratio=0.25))
+    assert spec.elephant.release_ratio == 0.25  # every elephant is released when calm
 
 
 def test_the_section_writes_back_as_the_operator_wrote_it() -> None:
@@ -145,17 +164,6 @@ def test_the_schema_documents_units() -> None:
 @pytest.mark.parametrize(
     ("document", "path", "message"),
     [
-        (elephant(), "detection.elephant", "an elephant needs 'bytes', 'rate' or both"),
-        (
-            elephant(bytes="10MiB", **{"for": "1s"}),
-            "detection.elephant",
-            "'for' says how long 'rate' must hold: it needs 'rate'",
-        ),
-        (
-            elephant(bytes="10MiB", release_ratio=0.3),
-            "detection.elephant",
-            "'release_ratio' is a fraction of 'rate': it needs 'rate'",
-        ),
         (
             elephant(rate="10%", release_ratio=0),
             "detection.elephant.release_ratio",

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from controller.scenario.report import Report
+from controller.scenario.report import CONTROL, Report, headline
 from controller.scenario.summary import markdown_table, scenario_list, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
@@ -271,3 +271,46 @@ def test_markdown_follows_the_headline_order(report_factory: Callable[..., Repor
     headline = [row for row in report.headline if row.mode != "static"][::-1]
     table = markdown_rows(markdown_table(report.model_copy(update={"headline": headline})))
     assert [row[0] for row in table[2:]] == ["idle", "alone", "**flowlane**", "fifo"]
+
+
+# --------------------------------------------------------------------------------------------
+# the control reference
+# --------------------------------------------------------------------------------------------
+
+
+def with_control(report: Report, p99: float = 11.0) -> Report:
+    """The report plus a control phase (inference p99 ``p99`` ms), its headline recomputed."""
+    loaded = report.phases["flowlane"]
+    assert loaded.inference is not None
+    latency = loaded.inference.latency_ms.model_copy(update={"p99": p99})
+    inference = loaded.inference.model_copy(update={"latency_ms": latency})
+    control = loaded.model_copy(update={"phase": CONTROL, "inference": inference})
+    phases = {**report.phases, CONTROL: control}
+    rows = headline(phases, report.modes, report.capacity_bps)
+    return report.model_copy(update={"phases": phases, "headline": rows})
+
+
+def test_summary_reads_every_mode_against_control(report_factory: Callable[..., Report]) -> None:
+    text = render(summary_table(with_control(report_factory(with_allreduce=False))))
+    assert "p99/control (<=1.25)" in text and "p99/idle (<=1.5)" in text
+    table = rows(text)
+    assert list(table) == ["idle", "alone", "control", "fifo", "static", "flowlane"]
+    # idle has no control ratio; control/idle is what the CPU load alone costs inference
+    assert table["idle"][3:5] == ["-", "1.00"]
+    assert table["alone"][3:5] == ["-", "-"]
+    assert table["control"][2:5] == ["11.000", "1.00", "1.10"]
+    assert table["fifo"][3:5] == ["3.64", "4.00"]
+    assert table["flowlane"][3:5] == ["1.09 ✓", "1.20 ✓"]
+
+
+def test_markdown_has_the_control_column(report_factory: Callable[..., Report]) -> None:
+    report = with_control(report_factory(with_allreduce=False), p99=9.0)
+    table = markdown_rows(markdown_table(report))
+    assert table[0] == [*MARKDOWN_HEADER[:3], "p99/control", *MARKDOWN_HEADER[3:]]
+    assert all(len(row) == 10 for row in table)
+    body = {row[0].strip("*"): row for row in table[2:]}
+    assert list(body) == ["idle", "alone", "control", "fifo", "static", "flowlane"]
+    assert body["control"][3:5] == ["1.00", "0.90"]
+    assert body["flowlane"][3:5] == ["1.33", "1.20"]  # 12 / 9 misses 1.25; the table only reports
+    for row in report.headline:
+        assert body[row.mode][3] == f"{row.p99_over_control:.2f}"
