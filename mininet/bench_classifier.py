@@ -51,6 +51,7 @@ from controller.classify.detector import Detector
 from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, CounterSample, FlowId
 from controller.policy.detection import DetectionSpec
 from controller.policy.load import load_policy_file
+from controller.policy.units import format_size
 
 TARGET_MS = 100.0
 PORT_RATE_BPS = 10_000_000_000
@@ -268,7 +269,7 @@ def criterion(seed: int) -> dict[str, Any]:
     return {
         "rate": str(spec.elephant.rate),
         "for_s": spec.sustain_s,
-        "bytes": spec.elephant.min_bytes,
+        "bytes": None if spec.elephant.min_bytes is None else format_size(spec.elephant.min_bytes),
         "persistent": len(persistent),
         "persistent_demoted": sum(flow in sim.demoted for flow in persistent),
         "persistent_gib_each_min": round(
@@ -333,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     decided = result["criterion"]
     console.print(
         f"criterion of policies/default.yaml ({decided['rate']} of a 10 Gbit/s port"
-        f" for {decided['for_s']:g} s, or {decided['bytes']} bytes at that rate),"
+        f" for {decided['for_s']:g} s, or {decided['bytes']} at that rate),"
         " 10 simulated minutes:"
     )
     console.print(

@@ -53,7 +53,7 @@ def test_validate_default_policy_prints_the_classes(runner: CliRunner) -> None:
         "training": ["1", "1", "26", "7Gbit", "10Gbit", "10Gbit"],
         "best-effort": ["2", "2", "0", "1Gbit", "10Gbit", "10Gbit"],
     }
-    assert "7 rules, default class 'inference', 49 OpenFlow entries per switch" in result.stdout
+    assert "7 rules, default class 'inference', 53 OpenFlow entries per switch" in result.stdout
     assert result.stderr == ""
 
 
