@@ -31,6 +31,7 @@ the Mininet hosts.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -142,10 +143,9 @@ def blast(host: str, port: int, rate_bps: float, seconds: float) -> None:
     while (now := time.monotonic()) - started < seconds:
         due = int((now - started) * per_second) + 1
         while sent < due:
-            try:
+            # ENOBUFS from a full device queue is a drop, not the end of the flow.
+            with contextlib.suppress(OSError):
                 sock.sendto(payload, (host, port))
-            except OSError:  # ICMP unreachable once the sink has gone: done
-                return
             sent += 1
         time.sleep(0.0005)
 
@@ -379,9 +379,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port-rate", default="100Mbit", help="the policy's port rate")
     parser.add_argument("--window", type=float, default=5.0, help="CPU sampling window, s")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the controller log here")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="flowlane-detect-") as tmp:
-        result = run(args, Path(tmp))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = run(args, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="flowlane-detect-") as tmp:
+            result = run(args, Path(tmp))
     _print(result)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))

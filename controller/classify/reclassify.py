@@ -78,7 +78,7 @@ def split_samples(
 
 
 @dataclass(frozen=True)
-class FlowView:
+class ObservedView:
     flows: tuple[ObservedFlow, ...]
     claimed_bytes: dict[FlowId, tuple[int, float]]
     """Bytes and time of each claimed flow at this view: the next view's rates start here."""
@@ -93,7 +93,7 @@ def observed_flows(
     now: float,
     wall_offset: float,
     limit: int = 2000,
-) -> FlowView:
+) -> ObservedView:
     """The flow view: the detector's flows, plus those a rule or job claimed (with why).
 
     ``wall_offset`` turns the monotonic ``now`` into wall-clock time for people.
@@ -138,6 +138,7 @@ def observed_flows(
                 rate,
                 wall_offset + now - sample.age_s,
                 wall_offset + now,
+                sample.packets,
             )
         )
-    return FlowView(tuple(flows), claimed_bytes)
+    return ObservedView(tuple(flows), claimed_bytes)

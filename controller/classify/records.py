@@ -37,3 +37,5 @@ class ObservedFlow:
     rate_bps: float
     first_seen: float
     last_seen: float
+    packets: int = 0
+    """Packets counted (0: not known); bytes per packet tells an ACK stream from data."""

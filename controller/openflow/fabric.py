@@ -43,6 +43,9 @@ from controller.qos.plan import port_rate
 
 LOG = logging.getLogger("flowlane.fabric")
 
+ACK_STREAM_BYTES = 200
+"""Average packet size below which a flow is an ACK stream: data fills packets (~1500 B)."""
+
 ARP_REQUEST = 1
 ARP_REPLY = 2
 
@@ -431,10 +434,13 @@ class FabricShell:
             for flow in flows:
                 if flow.traffic_class not in classes or flow.flow.eth_type != ETH_TYPE_IPV4:
                     continue
-                # Pinned flows stay while they flow at all: a dip must not unpin and repin.
-                floor = 1.0 if flow.flow in pinned else spec.min_rate.bps
-                if flow.rate_bps < floor:
+                # A pinned flow stays while its counting entry lives: OVS refreshes counters
+                # in steps, so one poll can read no growth, and unpinning on it would move
+                # the flow back to the hash and back again.
+                if flow.flow not in pinned and flow.rate_bps < spec.min_rate.bps:
                     continue
+                if flow.packets and flow.bytes < ACK_STREAM_BYTES * flow.packets:
+                    continue  # small packets: a TCP connection's ACKs, not its data
                 src, dst = topology.host_by_ip(flow.flow.src), topology.host_by_ip(flow.flow.dst)
                 if src is None or dst is None or src.at.dpid != dpid or dst.at.dpid == dpid:
                     continue

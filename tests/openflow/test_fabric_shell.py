@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from controller.classify.flows import FlowId
 from controller.classify.records import ObservedFlow
 from controller.fabric.model import Host, Link, PortRef
+from controller.fabric.placement import Pin
 from controller.metrics import ControllerMetrics
 from controller.openflow import frames
 from controller.openflow.fabric import FabricShell
@@ -484,3 +485,30 @@ def test_flows_below_the_minimum_rate_or_of_other_classes_are_not_elephants(
     latency = FlowId(0x0800, 6, IP_A, IP_B, 40002, 8000)
     shell.flows_seen(LEAF_A, [observed(small, 1e5), observed(latency, 9e6, "inference")])
     assert shell.elephants() == []
+
+
+def test_a_pinned_flow_stays_an_elephant_through_a_poll_that_read_no_growth(
+    wired: Fabric,
+) -> None:
+    shell = with_hosts(wired).shell
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell._pins[data] = Pin(((LEAF_A, UPLINK),), 0.0)
+    shell.flows_seen(LEAF_A, [observed(data, 0.0)])
+    assert [elephant.flow for elephant, _ in shell.elephants()] == [data]
+    shell.flows_seen(LEAF_A, [])  # its counting entry expired: the flow is gone
+    assert shell.elephants() == []
+
+
+def test_a_flow_of_small_packets_is_an_ack_stream_not_an_elephant(wired: Fabric) -> None:
+    """Seen alone (its data direction not polled yet), a busy ACK stream is still no elephant."""
+    shell = with_hosts(wired).shell
+    acks = FlowId(0x0800, 6, IP_A, IP_B, 5201, 40000)
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40001, 5201)
+    shell.flows_seen(
+        LEAF_A,
+        [
+            ObservedFlow(acks, "training", "rule:iperf", 66_000, 2e6, 0.0, 0.0, packets=1000),
+            ObservedFlow(data, "training", "rule:iperf", 1_500_000, 9e6, 0.0, 0.0, packets=1000),
+        ],
+    )
+    assert [elephant.flow for elephant, _ in shell.elephants()] == [data]
