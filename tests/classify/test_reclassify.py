@@ -233,9 +233,9 @@ def test_claimed_flows_are_named_by_their_rule_or_job(policy: Policy, detector: 
     claimed: list[Claimed] = [(by_rule, (Origin.RULE, 0)), (by_job, (Origin.JOB, 1))]
     view = observed_flows(detector, policy, jobs, claimed, {}, 20.0, wall_offset=100.0)
     assert view.flows == (
-        ObservedFlow(by_rule.flow, "training", "rule:rocev2", 5000, 0.0, 116.0, 120.0),
+        ObservedFlow(by_rule.flow, "training", "rule:rocev2", 5000, 0.0, 116.0, 120.0, 3),
         # Job indices count the jobs sorted by name, as the planner numbers them.
-        ObservedFlow(by_job.flow, "best-effort", "job:zeta", 7000, 0.0, 118.5, 120.0),
+        ObservedFlow(by_job.flow, "best-effort", "job:zeta", 7000, 0.0, 118.5, 120.0, 4),
     )
     assert view.claimed_bytes == {by_rule.flow: (5000, 20.0), by_job.flow: (7000, 20.0)}
 
