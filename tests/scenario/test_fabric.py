@@ -42,9 +42,9 @@ def test_the_collide_fabric_is_what_the_controller_should_discover() -> None:
     assert h1 is not None and h1.at == PortRef(0x101, 1) and h1.mac == 1
     h8 = topology.host_by_ip(0x0A000008)
     assert h8 is not None and h8.at == PortRef(0x104, 2)
-    # Capacities are the policy's rates: 20 Mbit up and down the fabric, 10 Gbit elsewhere.
-    assert topology.capacity(PortRef(0x101, 3)) == 20 * MBIT
-    assert topology.capacity(PortRef(0x202, 1)) == 20 * MBIT
+    # Capacities are the policy's rates: 10 Mbit up and down the fabric, 10 Gbit elsewhere.
+    assert topology.capacity(PortRef(0x101, 3)) == 10 * MBIT
+    assert topology.capacity(PortRef(0x202, 1)) == 10 * MBIT
     assert topology.capacity(PortRef(0x101, 1)) == 10_000 * MBIT
     assert topology.default_capacity_bps == 10_000 * MBIT
 
@@ -56,7 +56,7 @@ def test_commodities_of_collide() -> None:
     assert len(commodities) == 8
     assert commodities[0] == Commodity(PortRef(0x101, 1), PortRef(0x102, 1), None)  # h1 -> h3
     udp = [c for c in commodities if c.limit_bps is not None]
-    assert [c.limit_bps for c in udp] == [19 * MBIT, 19 * MBIT]
+    assert [c.limit_bps for c in udp] == [9.5 * MBIT, 9.5 * MBIT]
     # Every leaf sends two flows and receives two: a perfect placement fills each link once.
     for leaf in (0x101, 0x102, 0x103, 0x104):
         assert sum(c.src.dpid == leaf for c in commodities) == 2
@@ -64,7 +64,7 @@ def test_commodities_of_collide() -> None:
 
 
 def test_the_collide_optimum_fills_every_uplink() -> None:
-    assert fabric.optimum_bps(loaded("collide")) == pytest.approx(160 * MBIT, rel=1e-6)
+    assert fabric.optimum_bps(loaded("collide")) == pytest.approx(80 * MBIT, rel=1e-6)
 
 
 def test_the_failover_optimum_before_and_after_a_failure() -> None:

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 ISOLATION_POLICY = REPO / "policies" / "scenarios" / "isolation.yaml"
-FABRIC_RATES = {"collide": "20Mbit", "failover": "20Mbit"}
+FABRIC_RATES = {"collide": "10Mbit", "failover": "20Mbit"}
 SHIPPED_MODES = {
     "collide": [Mode.STP, Mode.ECMP, Mode.FLOWLANE],
     "failover": [Mode.STP, Mode.ECMP, Mode.FLOWLANE],
