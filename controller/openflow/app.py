@@ -27,6 +27,7 @@ from controller.classify.records import ObservedFlow
 from controller.openflow import messages
 from controller.openflow.channel import Channel
 from controller.openflow.fabric import FabricShell
+from controller.openflow.flowstats import RawFlowStats, deferred_body
 from controller.openflow.observer import PortState
 from controller.openflow.replies import ReplyWaiter
 from controller.openflow.settings import ActivePolicy, ControllerSettings
@@ -56,6 +57,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._workers: dict[int, SwitchWorker] = {}
         self._workers_lock = threading.Lock()
         self._replies = ReplyWaiter()
+        self._raw_flow_stats = RawFlowStats()
+        self._raw_flow_stats.install()
         self._gc_lock = threading.Lock()
         self._stopping = threading.Event()
         self.fabric = FabricShell(settings, self._packet_out, self._request_sync)
@@ -145,7 +148,10 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         if ev.state == MAIN_DISPATCHER:
             worker = SwitchWorker(
-                Channel(datapath, self._replies, self.settings.reply_timeout_s), self
+                Channel(
+                    datapath, self._replies, self.settings.reply_timeout_s, self._raw_flow_stats
+                ),
+                self,
             )
             with self._workers_lock:
                 old = self._workers.get(datapath.id)
@@ -230,7 +236,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     def _multipart_reply(self, ev: Any) -> None:
         msg = ev.msg
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        self._replies.part(msg.datapath.id, msg.xid, msg.body, more)
+        raw = deferred_body(msg)
+        self._replies.part(msg.datapath.id, msg.xid, msg.body if raw is None else [raw], more)
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev: Any) -> None:

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from controller.openflow.flowstats import RawFlowStats
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
 
 _XID_LOCK = threading.Lock()
@@ -26,10 +27,31 @@ def assign_xid(datapath: Any, msg: Any) -> int:
 class Channel:
     """Requests to one datapath, answered through the shared ``ReplyWaiter``."""
 
-    def __init__(self, datapath: Any, replies: ReplyWaiter, timeout_s: float) -> None:
+    def __init__(
+        self,
+        datapath: Any,
+        replies: ReplyWaiter,
+        timeout_s: float,
+        raw: RawFlowStats | None = None,
+    ) -> None:
         self.datapath = datapath
         self._replies = replies
         self._timeout_s = timeout_s
+        self._raw = raw
+
+    def request_raw_flow_stats(self, msg: Any) -> list[Any] | None:
+        """A flow-stats request whose reply parts come back as raw bodies (None: no registry)."""
+        if self._raw is None:
+            return None
+        xid = assign_xid(self.datapath, msg)
+        self._raw.register(self.dpid, xid)  # before sending: the reply may beat send_msg
+        try:
+            self._replies.expect(self.dpid, xid)
+            if not self.datapath.send_msg(msg):
+                self._replies.fail(self.dpid, xid, "switch connection is closed")
+            return self._replies.wait(self.dpid, xid, self._timeout_s)
+        finally:
+            self._raw.forget(self.dpid, xid)
 
     @property
     def dpid(self) -> int:

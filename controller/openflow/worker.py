@@ -29,6 +29,7 @@ from controller.classify.reclassify import (
 from controller.classify.records import ObservedFlow
 from controller.openflow import messages
 from controller.openflow.channel import Channel
+from controller.openflow.flowstats import decode_count_replies
 from controller.openflow.observer import PortState, SyncReport
 from controller.openflow.replies import RequestFailedError
 from controller.openflow.settings import ActivePolicy, ControllerSettings
@@ -445,27 +446,29 @@ class SwitchWorker:
         # The switch dates entries (``duration``) when it answers, right after we ask;
         # taking ``now`` after decoding would shift every flow's start by the decode time.
         now = started
-        stats = self.channel.request(
-            parser.OFPFlowStatsRequest(
-                datapath,
-                0,
-                tables.COUNT,
-                ofproto.OFPP_ANY,
-                ofproto.OFPG_ANY,
-                0,
-                0,
-                parser.OFPMatch(),
-            ),
+        request = parser.OFPFlowStatsRequest(
+            datapath,
+            0,
+            tables.COUNT,
+            ofproto.OFPP_ANY,
+            ofproto.OFPG_ANY,
+            0,
+            0,
+            parser.OFPMatch(),
         )
-        entries: list[tuple[CounterSample, int]] = []
-        for entry in stats:
-            flow = FlowId.from_oxm(dict(entry.match.items()))
-            if flow is None:
-                continue
-            age = entry.duration_sec + entry.duration_nsec / 1e9
-            entries.append(
-                (CounterSample(flow, entry.byte_count, entry.packet_count, age), entry.cookie)
-            )
+        bodies = self.channel.request_raw_flow_stats(request)
+        entries: list[tuple[CounterSample, int]]
+        if bodies is not None:
+            entries = decode_count_replies(bodies)
+        else:
+            entries = []
+            for entry in self.channel.request(request):
+                flow = FlowId.from_oxm(dict(entry.match.items()))
+                if flow is None:
+                    continue
+                age = entry.duration_sec + entry.duration_nsec / 1e9
+                sample = CounterSample(flow, entry.byte_count, entry.packet_count, age)
+                entries.append((sample, entry.cookie))
         samples, claimed = split_samples(entries)
         decisions = self.detector.observe(samples, now)
         metrics = self.settings.metrics
