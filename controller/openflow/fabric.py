@@ -147,6 +147,7 @@ class FabricShell:
                 if new is None or (old.up and not new.up):
                     topology = topology.without_port(PortRef(dpid, number))
                     switch.up_since.pop(number, None)
+                    self._forget_lldp(PortRef(dpid, number))
             for number, port in current.items():
                 if port.up and number not in switch.up_since:
                     switch.up_since[number] = now
@@ -322,6 +323,12 @@ class FabricShell:
                 merged = merged.without_host(host.mac)
         return merged.with_capacities(after.capacity_bps)
 
+    def _forget_lldp(self, port: PortRef) -> None:
+        """A port went down: its links are gone now, not when their LLDP times out."""
+        self._link_seen = {
+            link: seen for link, seen in self._link_seen.items() if port not in (link.src, link.dst)
+        }
+
     def _edge_ports(self, dpid: int, now: float) -> frozenset[int]:
         """Up, settled for two LLDP rounds, and facing no switch."""
         switch = self._switches.get(dpid)
@@ -382,9 +389,11 @@ class FabricShell:
                 for port in switch.ports.values()
                 if port.up
             ]
-            stale = [link for link, seen in self._link_seen.items() if now - seen > link_timeout]
-            for link in stale:
+            expired = [link for link, seen in self._link_seen.items() if now - seen > link_timeout]
+            for link in expired:
                 del self._link_seen[link]
+            # Only links still in use are news: a port-status event removed the others already.
+            stale = [link for link in expired if link in self._topology.links]
             before = self._topology
             after = before.without_links(stale)
             settled = [
@@ -545,7 +554,10 @@ class FabricShell:
                 path=old.path,
                 port_names=names,
             )
-            events.append(placement_event("released", view, "gone"))
+            # Still an elephant but released: no second path is left to choose from.
+            why = "one path left" if flow in info else "gone"
+            events.append(placement_event("released", view, why))
+            LOG.info("fabric: released %s from %s (%s)", flow, old.path, why)
         self._request_sync(None, "placement")
         self._emit(events)
 
