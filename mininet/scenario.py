@@ -869,10 +869,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(args.scenario, modes, args.duration, args.out, console)
     except ScenarioError as exc:
-        console.print(f"[red]invalid scenario[/]: {exc}", markup=True, highlight=False)
+        console.print(
+            f"[red]invalid scenario[/]: {exc}", markup=True, highlight=False, soft_wrap=True
+        )
         return 2
     except Exception as exc:  # the network and processes are gone by now: say why, briefly
-        console.print(f"[red]scenario failed[/]: {exc}", highlight=False)
+        console.print(f"[red]scenario failed[/]: {exc}", highlight=False, soft_wrap=True)
         return 1
     except Interrupted as exc:
         console.print(f"interrupted by {exc}: stopped every process and removed the network")
