@@ -30,7 +30,7 @@ send_buffer() {  # the send buffer of ovs-vswitchd's packet socket, 0 when there
   ss -0 -m -p 2>/dev/null | grep '"ovs-vswitchd"' | grep -o 'tb[0-9]*' | tr -d tb | sort -n | head -1
 }
 if ovs-vsctl --timeout=3 show >/dev/null 2>&1; then
-  current=$(send_buffer)
+  current=$(send_buffer || true)  # no packet socket yet (no port): nothing to compare
   if [ -n "$current" ] && [ "$current" -lt "$WMEM" ]; then
     echo "start-ovs: restarting ovs-vswitchd: its send buffer ($current) predates $WMEM"
     /usr/share/openvswitch/scripts/ovs-ctl stop >/dev/null 2>&1 || true

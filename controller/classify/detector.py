@@ -63,6 +63,9 @@ between the controller's clock and the switch's ``duration``.
 _NEVER = 1 << 62
 """A byte count no window reaches: no flow is bulk before there is a previous poll."""
 
+_UNSAMPLED = -1
+"""Byte count of an adopted elephant that no poll has sampled yet."""
+
 _EPSILON = 1e-9
 """Float slack on time comparisons, so 0.5 s polls add up to exactly 1 s."""
 
@@ -302,7 +305,9 @@ class Detector:
     ) -> None:
         """An elephant, or an entry that was re-learned (its counter or its age went back)."""
         flow, octets, _, age = sample
-        if octets < track.bytes or now - REBIRTH_SLACK_S - age > track.born:
+        if track.bytes != _UNSAMPLED and (
+            octets < track.bytes or now - REBIRTH_SLACK_S - age > track.born
+        ):
             self._relearned(track, flow, octets, now - age, now, demote, release)
         else:
             self._elephant(track, flow, octets, last, now, release)
@@ -354,6 +359,10 @@ class Detector:
         thresholds = self.thresholds
         override = track.override
         assert override is not None
+        if track.bytes == _UNSAMPLED:  # adopted: this first sample is only a baseline
+            track.bytes, track.delta = octets, 0
+            track.active = now
+            return
         delta = octets - track.bytes
         track.bytes = octets
         track.delta = delta
@@ -384,6 +393,25 @@ class Detector:
             if idle >= release_after:
                 release.append(self._release(track, flow, ReleaseReason.VANISHED, idle, now))
                 del tracks[flow]
+
+    def adopt(self, flows: Iterable[FlowId], now: float) -> None:
+        """Take over elephants that an earlier controller demoted (read back from the switch).
+
+        Each becomes an override as of ``now``: it is released like any
+        other once it idles or calms down for ``release_after``, and it is
+        not announced again as a demotion.  Its counters start at the first
+        poll that samples it.  Call before the first ``observe``.
+        """
+        for flow in flows:
+            if flow in self._tracks:
+                continue
+            track = _Track(0, now, now, self._poll)
+            track.bytes = _UNSAMPLED  # the first sample sets the baseline (see _elephant)
+            track.override = _Override(DemotionReason.RATE, now)
+            track.cutoff = -math.inf
+            track.since = None
+            self._tracks[flow] = track
+            self._overrides += 1
 
     # ----------------------------------------------------------------------------------------
     # New flows and the max_tracked limit
@@ -518,7 +546,7 @@ class Detector:
     def _view(self, flow: FlowId, track: _Track, rate: float) -> FlowView:
         return FlowView(
             flow=flow,
-            bytes=track.bytes,
+            bytes=max(track.bytes, 0),
             rate_bps=rate,
             first_seen=track.born,
             last_seen=track.active,

@@ -14,7 +14,9 @@ from controller.classify.decisions import Decisions
 from controller.classify.detector import Detector
 from controller.classify.flows import CounterSample, FlowId, FlowState
 from controller.classify.records import ObservedFlow, Reclassification
-from controller.pipeline.planner import Origin, learned_origin
+from controller.pipeline import tables
+from controller.pipeline.flows import InstalledFlow, Owner, cookie_owner
+from controller.pipeline.planner import Origin, learned_origin, override_flows
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 
@@ -56,6 +58,39 @@ def apply_decisions(
             Reclassification(dpid, release.flow, elephant, default, str(release.reason), 0, None)
         )
     return Overrides(after, tuple(changes))
+
+
+def adopted_overrides(policy: Policy, installed: Iterable[InstalledFlow]) -> dict[FlowId, str]:
+    """The detector overrides a switch already holds that this policy would install as they are.
+
+    A restarted controller has forgotten which flows it demoted, but the
+    switch has not: adopting them keeps every elephant in its class across
+    the restart (and the first sync sends nothing), where planning from an
+    empty set would delete them and demote each again a poll later.  An
+    entry is adopted only when re-planning it gives the very cookie the
+    switch holds, i.e. the same match, class and idle timeout; any other
+    detector entry is stale and the sync removes it as usual.
+    """
+    spec = policy.detection
+    if spec is None:
+        return {}
+    elephant = spec.elephant.traffic_class
+    adopted: dict[FlowId, str] = {}
+    for flow in installed:
+        key = flow.key
+        if (
+            key.table_id != tables.CLASSIFY
+            or key.priority != tables.OVERRIDE_PRIORITY
+            or cookie_owner(flow.cookie) is not Owner.DETECTOR
+        ):
+            continue
+        flow_id = FlowId.from_oxm({field.name: field.value for field in key.match})
+        if flow_id is None:
+            continue
+        planned = override_flows(policy, {flow_id: elephant})
+        if planned and planned[0].key == key and planned[0].cookie == flow.cookie:
+            adopted[flow_id] = elephant
+    return adopted
 
 
 Claimed = tuple[CounterSample, tuple[Origin, int]]

@@ -22,6 +22,7 @@ from controller.classify.detector import Detector
 from controller.classify.flows import CounterSample, FlowId
 from controller.classify.reclassify import (
     Claimed,
+    adopted_overrides,
     apply_decisions,
     observed_flows,
     split_samples,
@@ -41,6 +42,7 @@ from controller.pipeline.flows import InstalledFlow
 from controller.pipeline.groups import GroupDiff, GroupEntry, GroupType, MeterEntry, diff_groups
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.detection import DetectionSpec
+from controller.policy.model import Policy
 from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.qos.plan import PortQos
 from controller.qos.provision import plan_ports, reconcile_bridge
@@ -299,6 +301,8 @@ class SwitchWorker:
             if reason == "audit":
                 self._record_stats(stats, flows)
                 self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
+            if not self.synced_once:
+                self._adopt_overrides(flows)
         ports, installed = self.ports, self._installed
         want = desired_state(
             active.policy,
@@ -430,16 +434,34 @@ class SwitchWorker:
 
     # ---- detection --------------------------------------------------------------------
 
-    def _detect(self) -> None:
-        policy = self.settings.active.policy
-        spec = policy.detection
-        assert spec is not None
+    def _detector_for(self, policy: Policy, spec: DetectionSpec) -> Detector:
         if self.detector is None or self._detector_spec != spec:
             # A new threshold or class starts over: overrides of the old spec go with it.
             self.detector = Detector(spec, policy.ports.rate.bps)
             self._detector_spec = spec
             self.overrides = {}
             self._want_qos()  # the counting table's cap is OVSDB work
+        return self.detector
+
+    def _adopt_overrides(self, installed: list[InstalledFlow]) -> None:
+        """Elephants a previous controller demoted stay demoted (the switch remembers them)."""
+        policy = self.settings.active.policy
+        spec = policy.detection
+        adopted = adopted_overrides(policy, installed)
+        if spec is None or not adopted:
+            return
+        detector = self._detector_for(policy, spec)
+        detector.adopt(adopted, time.monotonic())
+        self.overrides = {**adopted, **self.overrides}
+        LOG.info(
+            "switch %s: kept %d elephant override(s) found on the switch", self.tag, len(adopted)
+        )
+
+    def _detect(self) -> None:
+        policy = self.settings.active.policy
+        spec = policy.detection
+        assert spec is not None
+        self.detector = self._detector_for(policy, spec)
         started = time.monotonic()
         datapath = self.channel.datapath
         parser, ofproto = datapath.ofproto_parser, datapath.ofproto
