@@ -131,6 +131,21 @@ class ControllerMetrics:
             ["dpid", "kind"],
             registry=self.registry,
         )
+        # ---- the store ------------------------------------------------------------------
+        self.store_regressions = Counter(
+            "flowlane_store_regressions_total",
+            "Times the store was found holding less than the controller enforces (Redis lost"
+            " data: policy gone, an older or rewritten version, a new store epoch); the"
+            " controller kept enforcing what it had",
+            ["kind"],
+            registry=self.registry,
+        )
+        self.store_regressed = Gauge(
+            "flowlane_store_regressed",
+            "1 while the store holds less than the controller enforces (until a new version"
+            " is written), else 0",
+            registry=self.registry,
+        )
         # ---- fabric forwarding ---------------------------------------------------------
         self.link_tx_bits = Gauge(
             "flowlane_link_tx_bits_per_second",

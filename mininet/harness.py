@@ -199,8 +199,13 @@ class StackProcess:
 
 
 @contextmanager
-def stack(policy_file: Path, log_path: Path, ofp_port: int) -> Iterator[StackProcess]:
+def stack(
+    policy_file: Path, log_path: Path, ofp_port: int, *, data_dir: Path | None = None
+) -> Iterator[StackProcess]:
     """The whole stack as ``make run`` starts it, on free ports; stopped by PID after.
+
+    Its Redis keeps its data in ``data_dir`` when given (as ``make run`` does in
+    its data directory); otherwise it is ephemeral, so no run sees another's policies.
 
     ``flowlane up`` stops its children on SIGTERM; if it does not, the whole
     process group is killed so nothing outlives the test.
@@ -221,6 +226,7 @@ def stack(policy_file: Path, log_path: Path, ofp_port: int) -> Iterator[StackPro
             str(ofp_port),
             "--metrics-port",
             "0",
+            *(["--data-dir", str(data_dir)] if data_dir is not None else ["--ephemeral"]),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -310,14 +316,24 @@ def _link_bps(port: str) -> int | None:
     return int(out) if out.isdigit() and int(out) > 0 else None
 
 
-def wait_in_sync(bridge: str, policy: Policy, ports: list[str], timeout_s: float = 30) -> None:
+def wait_in_sync(
+    bridge: str,
+    policy: Policy,
+    ports: list[str],
+    timeout_s: float = 30,
+    exited: Callable[[], int | None] | None = None,
+) -> None:
+    """Until ``bridge`` holds its plan; ``exited`` (the controller's exit status, None while it
+    runs) ends the wait at once when the controller that would get it there is gone."""
+
+    def done() -> bool:
+        status = exited() if exited is not None else None
+        if status is not None:
+            raise RuntimeError(f"the controller exited ({status}) before {bridge} was in sync")
+        return in_sync(bridge, policy, ports)
+
     try:
-        wait_for(
-            f"{bridge} to hold the planned pipeline and queues",
-            lambda: in_sync(bridge, policy, ports),
-            timeout_s,
-            0.25,
-        )
+        wait_for(f"{bridge} to hold the planned pipeline and queues", done, timeout_s, 0.25)
     except TimeoutError as exc:
         raise TimeoutError(f"{exc}: {sync_gap(bridge, policy, ports)}") from None
 

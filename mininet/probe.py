@@ -60,20 +60,26 @@ def send(host: str, port: int, rate: float, count: int, size: int) -> dict[str, 
 def receive(port: int, duration: float) -> dict[str, Any]:
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
+    # The TOS byte of each datagram comes with it: the DSCP says which class the switch gave it.
+    sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
     sock.bind(("0.0.0.0", port))
     print("listening", flush=True)
     arrivals: list[tuple[int, float]] = []
+    dscp: dict[int, int] = {}
     deadline = time.monotonic() + duration
     while (left := deadline - time.monotonic()) > 0:
         sock.settimeout(min(left, 0.5))
         try:
-            data = sock.recv(2048)
+            data, ancillary, _, _ = sock.recvmsg(2048, socket.CMSG_SPACE(4))
         except TimeoutError:
             continue
         if len(data) >= HEADER.size:
             arrivals.append((HEADER.unpack_from(data)[0], round(time.time(), 6)))
+            for level, kind, value in ancillary:
+                if level == socket.IPPROTO_IP and kind == socket.IP_TOS and value:
+                    dscp[value[0] >> 2] = dscp.get(value[0] >> 2, 0) + 1
     sock.close()
-    return {"port": port, "received": len(arrivals), "arrivals": arrivals}
+    return {"port": port, "received": len(arrivals), "arrivals": arrivals, "dscp": dscp}
 
 
 def main(argv: list[str] | None = None) -> int:

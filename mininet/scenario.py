@@ -287,7 +287,7 @@ class Runner:
         self._prepare_switches(mode_policy(self.loaded.policy_document, mode))
         with _session(policy_file, log, ofp_port, with_api=bool(jobs)) as session:
             try:
-                self._wait_ready(net, session.policy)
+                self._wait_ready(net, session.policy, session.exited)
                 if jobs:
                     self._register(session, jobs)
                 if self.scenario.probes and any(p.name not in REFERENCES for p in group):
@@ -382,7 +382,9 @@ class Runner:
             if rstp != was_rstp:
                 harness.set_rstp(self.bridges, self.rstp_root if rstp else None)
 
-    def _wait_ready(self, net: Any, policy: Policy) -> None:
+    def _wait_ready(
+        self, net: Any, policy: Policy, exited: Callable[[], int | None] | None = None
+    ) -> None:
         """Every switch holds the mode's pipeline and queues, and every workload pair answers.
 
         A spanning tree takes seconds to open its ports, and a fabric
@@ -390,7 +392,9 @@ class Runner:
         hosts: the pings are what says the fabric is ready.
         """
         for switch in self.plan.switches:
-            harness.wait_in_sync(switch.name, policy, self.plan.ports_of(switch.name), timeout_s=60)
+            harness.wait_in_sync(
+                switch.name, policy, self.plan.ports_of(switch.name), timeout_s=60, exited=exited
+            )
         pending = set(workload_pairs(self.scenario)) | set(
             control.control_pairs(self.control_flows)
         )

@@ -7,10 +7,12 @@ no state of its own, so any number of API processes can share one Redis.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
 
 from controller.api.errors import install_error_handlers
 from controller.api.metrics import ApiMetrics, MetricsMiddleware
@@ -28,6 +30,8 @@ from controller.api.routes import (
 from controller.api.schemas import RollbackIn
 from controller.api.services import Services
 from controller.api.settings import ApiSettings
+from controller.store.epoch import EpochStore
+from controller.store.errors import StoreUnavailableError
 
 DESCRIPTION = """\
 Versioned traffic-class policies for the flowlane controllers, and what the
@@ -39,7 +43,10 @@ controllers report about their switches.
   over the version you read (412 otherwise).
 - `?wait=applied` answers once every live switch confirms the new version
   (504 naming the switches that did not).
-- Redis unreachable: 503 on every route that needs it, until it is back.
+- `?wait=applied` with no live switch is refused (409) and stores nothing;
+  without `wait`, a write is stored only.
+- Redis unreachable: 503 with `Retry-After` on every route that needs it,
+  until it is back.
 """
 
 
@@ -48,6 +55,10 @@ def create_app(settings: ApiSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # The first process on a store gives it its epoch; with Redis down a controller
+        # does, once Redis is back (controller/store/epoch.py).
+        with contextlib.suppress(StoreUnavailableError):
+            await run_in_threadpool(EpochStore(services.redis, settings.prefix).ensure)
         try:
             yield
         finally:

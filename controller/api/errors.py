@@ -4,7 +4,11 @@
 - a stale If-Match / If-None-Match   → 412 ``{"detail", "expected_version", "active_version"}``
 - an unknown version                 → 404 ``{"detail"}``
 - Redis unreachable or failing       → 503 ``{"detail": "Redis unavailable: ..."}``
+- no live switch to wait for         → 409 ``{"detail"}`` (``ApiError``, see ``waiting.py``)
 - switches slow to confirm           → 504 ``{"detail", "version", "pending"}`` (``ApiError``)
+
+Every 503 carries ``Retry-After``: Redis coming back, or a controller
+beating again, is what a client waits for, and nothing it sends changes that.
 
 Mapping exceptions here keeps the routes free of ``try`` blocks, and means a
 Redis outage turns into a 503 on every route without each one knowing.
@@ -29,6 +33,10 @@ from controller.store.errors import (
 )
 
 _PREFIXES = ("Value error, ", "Assertion failed, ")
+
+RETRY_AFTER_S = 2
+"""Seconds a client is asked to wait after a 503: two controller heartbeats, and about
+what a Redis restart takes; the API recovers on its own, so the retry is all it needs."""
 
 
 class ApiError(Exception):
@@ -117,12 +125,18 @@ def _errors_response(detail: str, errors: Sequence[FieldError]) -> JSONResponse:
     )
 
 
+def _with_retry_after(status_code: int, headers: dict[str, str] | None) -> dict[str, str] | None:
+    if status_code != 503 or any(name.lower() == "retry-after" for name in headers or {}):
+        return headers
+    return {**(headers or {}), "Retry-After": str(RETRY_AFTER_S)}
+
+
 async def _api_error(_: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, ApiError)
     return JSONResponse(
         status_code=exc.status_code,
         content={"detail": printable(exc.detail), **exc.extra},
-        headers=exc.headers,
+        headers=_with_retry_after(exc.status_code, exc.headers),
     )
 
 
@@ -160,7 +174,11 @@ async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
     # StoreUnavailableError already reads "Redis unavailable: ..."; a bare
     # redis-py error (a PING, a server-side error) gets the same prefix.
     detail = str(exc) if isinstance(exc, StoreUnavailableError) else f"Redis unavailable: {exc}"
-    return JSONResponse(status_code=503, content={"detail": printable(detail)})
+    return JSONResponse(
+        status_code=503,
+        content={"detail": printable(detail)},
+        headers=_with_retry_after(503, None),
+    )
 
 
 def install_error_handlers(app: FastAPI) -> None:

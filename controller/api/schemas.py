@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from controller.store.policies import PolicyVersion
+from controller.store.policies import PolicyVersion, PolicyWrite
 
 
 class FieldErrorOut(BaseModel):
@@ -67,6 +67,21 @@ class PolicyOut(BaseModel):
             rollback_of=version.rollback_of,
             policy=version.document,
             applied=applied,
+        )
+
+
+class PolicyWriteOut(PolicyOut):
+    """The answer to a write: the version active now, and whether this write stored it."""
+
+    unchanged: bool = Field(
+        description="True when the document was the active version's already: nothing was"
+        " stored or announced, and the version shown is that active one"
+    )
+
+    @staticmethod
+    def of_write(write: PolicyWrite, applied: dict[str, int]) -> PolicyWriteOut:
+        return PolicyWriteOut(
+            **dict(PolicyOut.of(write.policy, applied)), unchanged=write.unchanged
         )
 
 

@@ -32,13 +32,16 @@ class Services:
         """No I/O: the client connects on first use, so an app starts while Redis is down
         and serves as soon as it is back (the pool opens fresh connections)."""
         client = connect(settings.redis_url)
+        events = EventStore(client, settings.prefix)
         return Services(
             settings,
             client,
-            PolicyStore(client, settings.prefix),
+            PolicyStore(
+                client, settings.prefix, history_limit=settings.history_limit, events=events
+            ),
             SwitchStore(client, settings.prefix),
             JobStore(client, settings.prefix),
-            EventStore(client, settings.prefix),
+            events,
             FlowStore(client, settings.prefix),
         )
 

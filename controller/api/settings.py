@@ -1,10 +1,14 @@
-"""What an API process needs to know: where Redis is and how long it may wait for switches."""
+"""What an API process needs to know: where Redis is, how long it may wait for switches,
+and how much policy history it keeps."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry
+
+from controller.store.liveness import CONTROLLER_MAX_AGE_S
+from controller.store.policies import HISTORY_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,14 +22,17 @@ class ApiSettings:
     redis_url: str
     prefix: str = "flowlane"
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
-    controller_max_age_s: float = 10.0
-    """A controller whose heartbeat is older than this is gone, and so are its switches."""
+    controller_max_age_s: float = CONTROLLER_MAX_AGE_S
+    """A controller whose heartbeat is older than this is gone, and so are its switches
+    (a few heartbeat intervals: controller/store/liveness.py)."""
     default_wait_timeout_s: float = 10.0
     """How long ``?wait=applied`` waits when the request names no ``timeout``."""
     max_wait_timeout_s: float = 120.0
     """The longest ``timeout`` a request may ask for: a waiting request holds a connection."""
     poll_interval_s: float = 0.005
     """How often a waiting request reads the applied versions (one small hash)."""
+    history_limit: int = HISTORY_LIMIT
+    """Policy versions kept; each write trims older ones (never the active one)."""
 
     def __post_init__(self) -> None:
         if self.controller_max_age_s <= 0:
@@ -34,3 +41,8 @@ class ApiSettings:
             raise ValueError("need 0 < default_wait_timeout_s <= max_wait_timeout_s")
         if self.poll_interval_s <= 0:
             raise ValueError("poll_interval_s must be positive")
+        if self.history_limit < 1:
+            raise ValueError(
+                f"history_limit must be at least 1 (the active version is always kept),"
+                f" got {self.history_limit}"
+            )

@@ -1,4 +1,12 @@
-"""``?wait=applied``: hold a write's response until every live switch runs the new version."""
+"""``?wait=applied``: hold a write's response until every live switch runs the new version.
+
+Waiting is a promise that the version runs somewhere.  With no live switch
+(no controller beating, or none with a switch) nothing would run it, so a
+waiting write is refused before anything is stored (409), and one whose
+switches all leave during the wait fails too.  A caller that only wants the
+version stored says so by not asking to wait (``flowlane policy apply
+--store-only``).
+"""
 
 from __future__ import annotations
 
@@ -14,10 +22,27 @@ from controller.api.services import Services
 REFRESH_LIVE_S = 0.25
 """How often the set of switches waited for is re-read, so one that left stops counting."""
 
+STORE_ONLY_HINT = "write without wait=applied (flowlane policy apply --store-only) to store it"
+
 
 def pending_switches(watched: Iterable[str], applied: Mapping[str, int], version: int) -> list[str]:
     """dpids among ``watched`` that have not confirmed ``version`` (or a newer one)."""
     return sorted(dpid for dpid in watched if applied.get(dpid, 0) < version)
+
+
+def no_live_switch(max_age_s: float) -> ApiError:
+    """The 409 of a waiting write that found nothing to wait for; nothing is stored."""
+    return ApiError(
+        409,
+        f"no live switch (no controller with a switch beat in the last {max_age_s:g} s):"
+        f" nothing would apply this version, so nothing was stored; {STORE_ONLY_HINT} anyway",
+    )
+
+
+def require_live_switch(services: Services) -> None:
+    """Refuse a waiting write up front when no switch could confirm it (blocking: one read)."""
+    if not services.live_switches():
+        raise no_live_switch(services.settings.controller_max_age_s)
 
 
 async def wait_applied(services: Services, version: int, timeout_s: float) -> None:
@@ -26,15 +51,25 @@ async def wait_applied(services: Services, version: int, timeout_s: float) -> No
     The switches are those of live controllers when the wait starts; one
     that disconnects (or whose controller stops beating) during the wait is
     dropped, one that connects is not waited for: it gets the active
-    version when it connects anyway.  With no live switch this returns at
-    once.  The applied versions are a small hash, so polling it every few
-    milliseconds costs Redis next to nothing.
+    version when it connects anyway.  When none is left to wait for (none
+    when the wait starts, or every one left), the version is stored and
+    active but runs nowhere: 409, with its ETag.  The applied versions are a
+    small hash, so polling it every few milliseconds costs Redis next to
+    nothing.
     """
     settings = services.settings
     deadline = time.monotonic() + timeout_s
     watched = set(await run_in_threadpool(services.live_switches))
     next_refresh = time.monotonic() + REFRESH_LIVE_S
     while True:
+        if not watched:
+            raise ApiError(
+                409,
+                f"version {version} is stored and active, but no live switch is left to apply"
+                f" it (their controllers stopped beating or the switches disconnected)",
+                headers={"ETag": f'"{version}"'},
+                version=version,
+            )
         applied = await run_in_threadpool(services.switches.applied)
         pending = pending_switches(watched, applied, version)
         if not pending:

@@ -7,6 +7,8 @@ from typing import Annotated
 import typer
 
 from controller.api.settings import ApiSettings
+from controller.store.liveness import CONTROLLER_MAX_AGE_S
+from controller.store.policies import HISTORY_LIMIT
 
 
 def api(
@@ -17,14 +19,24 @@ def api(
     ] = "redis://127.0.0.1:6379/0",
     prefix: Annotated[str, typer.Option(help="Prefix of the Redis keys")] = "flowlane",
     controller_max_age: Annotated[
-        float, typer.Option(min=0.1, help="Seconds after which a silent controller is gone")
-    ] = 10.0,
+        float,
+        typer.Option(
+            min=0.1,
+            help="Seconds after which a silent controller is gone (it beats every second)",
+        ),
+    ] = CONTROLLER_MAX_AGE_S,
     wait_timeout: Annotated[
         float, typer.Option(min=0.001, help="Default seconds of ?wait=applied")
     ] = 10.0,
     max_wait_timeout: Annotated[
         float, typer.Option(min=0.001, help="Longest ?wait=applied a request may ask for")
     ] = 120.0,
+    history_limit: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Policy versions kept; each write trims older ones, never the active one"
+        ),
+    ] = HISTORY_LIMIT,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Serve the REST API: OpenAPI at /docs, metrics at /metrics.
@@ -38,6 +50,7 @@ def api(
             controller_max_age_s=controller_max_age,
             default_wait_timeout_s=wait_timeout,
             max_wait_timeout_s=max_wait_timeout,
+            history_limit=history_limit,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -69,7 +69,7 @@ def controller(
     link = None
     active = ActivePolicy(file_policy)
     if redis_url:
-        link = RedisLink(redis_url, f"{socket.gethostname()}:{os.getpid()}")
+        link = RedisLink(redis_url, f"{socket.gethostname()}:{os.getpid()}", metrics=metrics)
         active = ActivePolicy(*link.bootstrap(file_policy, document))
     settings = ControllerSettings(
         active=active,

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from controller.cli.remote import (
     DEFAULT_API,
+    EXIT_NOT_APPLIED,
     ApiCallError,
     ApiClient,
     ApiOption,
@@ -28,7 +29,7 @@ from controller.cli.remote import (
     report_failure,
     when,
 )
-from controller.cli.render import out, print_policy_error
+from controller.cli.render import err, out, print_policy_error
 from controller.pipeline.planner import plan_switch
 from controller.policy.errors import PolicyError
 from controller.policy.load import load_policy_file, read_document_file
@@ -46,7 +47,13 @@ AuthorOption = Annotated[
 ]
 CommentOption = Annotated[str, typer.Option(help="Why; shown in the history")]
 WaitOption = Annotated[
-    bool, typer.Option("--wait/--no-wait", help="Return once every live switch runs the version")
+    bool,
+    typer.Option(
+        "--wait/--store-only",
+        " /--no-wait",
+        help="Return once every live switch runs the version, and fail when no switch is live;"
+        " --store-only (or --no-wait) stores it and returns",
+    ),
 ]
 TimeoutOption = Annotated[
     float, typer.Option(min=0.001, help="Seconds to wait for the switches (with --wait)")
@@ -183,15 +190,41 @@ def _print_applied(body: dict[str, Any]) -> None:
     out.print(table)
 
 
-def render_written(body: dict[str, Any], write: WriteOptions) -> None:
-    out.print(f"[green]stored[/] {_version_line(body)}", highlight=False)
+def render_written(body: dict[str, Any], write: WriteOptions) -> bool:
+    """Print what a write did; False when it was to be applied and no live switch runs it."""
+    if body.get("unchanged"):
+        out.print(
+            f"unchanged: nothing stored, already the active {_version_line(body)}",
+            highlight=False,
+        )
+    else:
+        out.print(f"[green]stored[/] {_version_line(body)}", highlight=False)
     applied = body.get("applied", {})
     if not write.wait:
-        out.print("not waiting for the switches: `flowlane switches` shows what they run")
-    elif not applied:
-        out.print("no live switch: nothing to wait for")
+        out.print(
+            "stored only: not waiting for the switches (`flowlane switches` shows what they run)"
+        )
+        return True
+    if not applied:
+        # The API refuses a waiting write with no live switch (409); this is the rare case
+        # of every switch confirming and then leaving before the answer.
+        err.print(
+            "[bold red]error[/]: stored and active, but no live switch reports it now",
+            highlight=False,
+        )
+        return False
+    out.print(f"applied on {len(applied)} switch(es): {', '.join(applied)}")
+    return True
+
+
+def _finish_write(body: dict[str, Any], write: WriteOptions, *, as_json: bool) -> None:
+    if as_json:
+        print_json(body)
+        ok = not write.wait or bool(body.get("applied"))
     else:
-        out.print(f"applied on {len(applied)} switch(es): {', '.join(applied)}")
+        ok = render_written(body, write)
+    if not ok:
+        raise typer.Exit(EXIT_NOT_APPLIED)
 
 
 def render_history(body: dict[str, Any]) -> None:
@@ -315,8 +348,10 @@ def apply(
 ) -> None:
     """Store FILE as the next policy version; by default, wait until every switch runs it.
 
-    Exit 1 if the API refuses it (every error is listed with its path), 3 if the
-    API or Redis is unreachable, 4 if some switches did not confirm in time.
+    Exit 1 if the API refuses it (every error is listed with its path; or, when
+    waiting, no live switch would apply it: nothing is stored, --store-only
+    stores it anyway), 3 if the API or Redis is unreachable, 4 if some switches
+    did not confirm in time.
     """
     document = _document_or_exit(file)
     write = WriteOptions(_author(author), comment, wait, timeout, if_match)
@@ -324,10 +359,7 @@ def apply(
         body = ApiClient(api).put_policy(document, write)
     except ApiCallError as failure:
         raise report_failure(failure, as_json=as_json, source=str(file)) from None
-    if as_json:
-        print_json(body)
-    else:
-        render_written(body, write)
+    _finish_write(body, write, as_json=as_json)
 
 
 @app.command()
@@ -375,13 +407,11 @@ def rollback(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Store VERSION's document as the next version (history only grows); wait for switches."""
+    """Store VERSION's document as the next version (history only grows); wait for switches
+    as ``apply`` does (--store-only not to)."""
     write = WriteOptions(_author(author), comment, wait, timeout, if_match)
     try:
         body = ApiClient(api).rollback(version, write)
     except ApiCallError as failure:
         raise report_failure(failure, as_json=as_json, source=f"version {version}") from None
-    if as_json:
-        print_json(body)
-    else:
-        render_written(body, write)
+    _finish_write(body, write, as_json=as_json)

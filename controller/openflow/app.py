@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, TypeVar, cast
 
@@ -77,11 +78,17 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     def stop(self) -> None:
         """Stop every worker and loop (SIGTERM): switches keep what they hold."""
         self._stopping.set()
-        self.fabric.stop()
-        for worker in self._all_workers():
-            worker.stop()
+        # Signal everyone first, then wait once: one deadline for all, not two seconds each.
+        deadline = time.monotonic() + 1.0
+        workers = self._all_workers()
+        for worker in workers:
+            worker.stop(0.0)
+        self.fabric.stop(0.0)
+        for worker in workers:
+            worker.stop(max(0.0, deadline - time.monotonic()))
+        self.fabric.stop(max(0.0, deadline - time.monotonic()))
         for thread in self._threads:
-            thread.join(2.0)
+            thread.join(max(0.0, deadline - time.monotonic()))
         super().stop()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:

@@ -5,6 +5,13 @@ fabric running: when Redis goes away the controller keeps enforcing the last
 policy it had, logs once, retries with back-off, and on return catches up
 with whatever version became active meanwhile and re-sends the switch
 reports it could not deliver.
+
+A Redis that comes back without its data (or with older data) is noticed
+through the store's epoch and the version numbers (``controller/store/epoch.py``):
+the controller keeps enforcing what it has, logs, records an event, counts
+it in ``flowlane_store_regressions_total``, flags itself for ``/readyz``, and
+raises the store's version sequence so that the next write is numbered
+above the version it enforces; a number that went backwards is never adopted.
 """
 
 from __future__ import annotations
@@ -23,24 +30,38 @@ from pydantic import ValidationError
 
 from controller.classify.flows import ETH_TYPE_IPV6
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
+from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
 from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.client import connect
+from controller.store.epoch import (
+    Enforced,
+    EpochStore,
+    Regression,
+    RegressionFlag,
+    StoreView,
+    judge,
+)
 from controller.store.errors import StoreUnavailableError, VersionConflictError
 from controller.store.events import EventStore
 from controller.store.fabric import FabricStore
 from controller.store.flows import FlowRecord, FlowStore
 from controller.store.jobs import JobStore
-from controller.store.policies import PolicyStore
+from controller.store.liveness import HEARTBEAT_INTERVAL_S
+from controller.store.policies import PolicyStore, PolicyVersion
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
 
 LOG = logging.getLogger("flowlane.redis")
 
 ApplyPolicy = Callable[[Policy, int], None]
 ApplyJobs = Callable[[tuple[JobSpec, ...]], None]
+
+CHECK_INTERVAL_S = 2.0
+"""How often the follower re-reads the active version (and the store's epoch) besides the
+announcements: it reads the whole active record, so not as often as the heartbeat."""
 
 
 def _address_text(eth_type: int, value: int) -> str:
@@ -83,7 +104,13 @@ def switch_report(report: SyncReport, controller: str) -> SwitchReport:
 
 
 class RedisLink:
-    """Runs on its own thread (``run``); the app calls ``switch_synced``/``switch_gone``."""
+    """Runs on its own thread (``run``); the app calls ``switch_synced``/``switch_gone``.
+
+    Heartbeats go out from a second thread that ``run`` starts, every
+    ``heartbeat_s``, so nothing the follower does (parsing a large policy,
+    handing it to the app, backing off) can delay one.  The follower checks
+    the store every ``check_s`` and on every announcement.
+    """
 
     def __init__(
         self,
@@ -91,9 +118,13 @@ class RedisLink:
         controller_id: str,
         *,
         prefix: str = "flowlane",
-        heartbeat_s: float = 2.0,
+        heartbeat_s: float = HEARTBEAT_INTERVAL_S,
+        check_s: float = CHECK_INTERVAL_S,
         max_backoff_s: float = 5.0,
+        metrics: ControllerMetrics | None = None,
     ) -> None:
+        if heartbeat_s <= 0 or check_s <= 0:
+            raise ValueError(f"heartbeat_s and check_s must be positive: {heartbeat_s}, {check_s}")
         self._client = connect(url)
         self.policies = PolicyStore(self._client, prefix)
         self.switches = SwitchStore(self._client, prefix)
@@ -101,22 +132,42 @@ class RedisLink:
         self.flows = FlowStore(self._client, prefix)
         self.jobs = JobStore(self._client, prefix)
         self.fabric = FabricStore(self._client, prefix)
+        self.epochs = EpochStore(self._client, prefix)
+        self._metrics = metrics
         self._jobs: tuple[JobSpec, ...] | None = None
         self._apply_jobs: ApplyJobs | None = None
         self.controller_id = controller_id
         self._heartbeat_s = heartbeat_s
+        self._check_s = check_s
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
         self._unsent: dict[int, SwitchReport | None] = {}
         self._latest: dict[int, SwitchReport] = {}
         """The last report of every connected switch: re-sent whenever Redis comes back,
         since a Redis that restarted may have lost them and the app only reports changes."""
-        self._current: tuple[int, float] | None = None
-        """(version, created_at) of the policy in force: the pair, not the number alone,
-        because a Redis that lost its data hands out version numbers again."""
+        self._enforced: Enforced | None = None
+        """The stored version in force and its store's epoch; None: the --policy file."""
+        self._epoch_seen: str | None = None
+        """The store's epoch at the last check: a change means Redis lost its data."""
+        self._regression: RegressionFlag | None = None
+        """Set while the store holds less than what is enforced (published for /readyz)."""
+        self._refused: tuple[int, float] | None = None
+        """(version, created_at) of the newest version that did not validate: logged once."""
         self._apply: ApplyPolicy | None = None
         self._stopping = threading.Event()
         self._healthy = True
+        self._beater: threading.Thread | None = None
+
+    @property
+    def enforced_version(self) -> int | None:
+        """The stored version this controller enforces (None: its --policy file)."""
+        enforced = self._enforced
+        return enforced.version if enforced is not None else None
+
+    @property
+    def regression(self) -> RegressionFlag | None:
+        """What this controller found wrong with the store, while it is so."""
+        return self._regression
 
     # ---- start-up ------------------------------------------------------------
 
@@ -129,6 +180,8 @@ class RedisLink:
         up once Redis answers.
         """
         try:
+            epoch = self.epochs.ensure()
+            self._epoch_seen = epoch.id
             active = self.policies.active()
             if active is None:
                 try:
@@ -147,7 +200,7 @@ class RedisLink:
                     active = self.policies.active()  # another controller stored one first
             if active is not None:
                 policy = parse_policy(active.document, f"policy version {active.version}")
-                self._current = (active.version, active.created_at)
+                self._enforced = Enforced(active.version, active.created_at, epoch.id)
                 return policy, active.version
         except StoreUnavailableError as exc:
             LOG.warning("%s; starting with the --policy file, will catch up", exc)
@@ -162,6 +215,11 @@ class RedisLink:
         """Follow policy versions (and registered jobs) until ``stop``; never raises."""
         self._apply = apply
         self._apply_jobs = apply_jobs
+        if self._beater is None and not self._stopping.is_set():
+            self._beater = threading.Thread(
+                target=self._beat, name="flowlane-heartbeat", daemon=True
+            )
+            self._beater.start()
         backoff = 0.1
         while not self._stopping.is_set():
             try:
@@ -171,7 +229,7 @@ class RedisLink:
                     LOG.error(
                         "Redis unavailable (%s); enforcing policy version %s meanwhile",
                         exc,
-                        self._current[0] if self._current else "from the --policy file",
+                        self.enforced_version or "from the --policy file",
                     )
                 self._healthy = False
                 self._stopping.wait(backoff)
@@ -183,9 +241,31 @@ class RedisLink:
                 backoff = 0.1
 
     def stop(self) -> None:
+        """Stop both threads and say goodbye: no flag and no heartbeat left behind.
+
+        With Redis known to be down the goodbye is skipped rather than waited
+        for; the heartbeat then simply ages out.
+        """
         self._stopping.set()
+        if self._beater is not None:
+            self._beater.join(timeout=1.0)
+        if not self._healthy:
+            return
         with contextlib.suppress(StoreUnavailableError):
+            self.epochs.clear(self.controller_id)
             self.switches.remove_controller(self.controller_id)
+
+    def _beat(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                pruned = self.switches.heartbeat(self.controller_id)
+                if pruned:
+                    LOG.info("forgot silent controller(s) and their switches: %s", pruned)
+            except (StoreUnavailableError, redis.RedisError):
+                pass  # the follower logs the outage, and its end
+            except Exception:
+                LOG.exception("heartbeat failed")
+            self._stopping.wait(self._heartbeat_s)
 
     def _follow(self) -> None:
         pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
@@ -194,22 +274,18 @@ class RedisLink:
             if not self._healthy:
                 LOG.info("Redis is back")
                 self._healthy = True
-                with self._lock:
-                    for dpid, report in self._latest.items():
-                        self._unsent.setdefault(dpid, report)
-            self._catch_up()
-            self._flush()
-            next_beat = 0.0
+                self._resend_reports()
+            next_check = 0.0
             while not self._stopping.is_set():
                 now = time.monotonic()
-                if now >= next_beat:
-                    self.switches.heartbeat(self.controller_id)
-                    # pub/sub is fire-and-forget: a message lost to a
-                    # reconnect must not leave a switch on an old version.
-                    self._catch_up()
+                if now >= next_check:
+                    # pub/sub is fire-and-forget: a message lost to a reconnect must not
+                    # leave a switch on an old version, nor a store that lost data unseen.
+                    self._check()
                     self._refresh_jobs()  # also how expired jobs leave the switches
-                    next_beat = now + self._heartbeat_s
-                message = pubsub.get_message(timeout=min(0.5, self._heartbeat_s))
+                    self._flush()
+                    next_check = now + self._check_s
+                message = pubsub.get_message(timeout=min(0.5, self._check_s))
                 if message is not None and message.get("type") == "message":
                     if message.get("channel") == self.jobs.channel:
                         self._refresh_jobs()
@@ -218,13 +294,20 @@ class RedisLink:
         finally:
             pubsub.close()
 
+    def _resend_reports(self) -> None:
+        with self._lock:
+            for dpid, report in self._latest.items():
+                self._unsent.setdefault(dpid, report)
+
     def _on_announcement(self, data: str) -> None:
         try:
-            version = int(json.loads(data)["version"])
+            int(json.loads(data)["version"])
         except (ValueError, KeyError, TypeError):
             LOG.warning("ignoring malformed policy announcement %r", data)
             return
-        self._load(version)
+        # The announced number alone proves nothing (a store that lost data announces
+        # "version 1" again): the check reads the store and judges it.
+        self._check()
 
     def _refresh_jobs(self) -> None:
         jobs = []
@@ -239,28 +322,100 @@ class RedisLink:
             if self._apply_jobs is not None:
                 self._apply_jobs(current)
 
-    def _catch_up(self) -> None:
-        version = self.policies.active_version()
-        if version is not None:
-            self._load(version)
+    # ---- the store against what is enforced ------------------------------------------
 
-    def _load(self, version: int) -> None:
-        record = self.policies.get(version)
-        if record is None:
-            LOG.error("announced policy version %d is not in Redis", version)
+    def _check(self) -> None:
+        """Read the store's epoch and active version, and act on ``judge``'s verdict."""
+        epoch = self.epochs.ensure()
+        if self._epoch_seen is not None and epoch.id != self._epoch_seen:
+            LOG.warning(
+                "the store's epoch changed (%s to %s): Redis lost its data; re-sending the"
+                " switch reports",
+                self._epoch_seen,
+                epoch.id,
+            )
+            self._resend_reports()
+        self._epoch_seen = epoch.id
+        active = self.policies.active()
+        view = StoreView(
+            epoch.id,
+            active.version if active is not None else None,
+            active.created_at if active is not None else None,
+        )
+        verdict = judge(self._enforced, view)
+        if isinstance(verdict, Regression):
+            self._regressed(verdict)
             return
-        if (record.version, record.created_at) == self._current:
+        self._recovered(view)
+        if verdict == "adopt":
+            assert active is not None
+            self._adopt(active, epoch.id)
+
+    def _adopt(self, record: PolicyVersion, epoch: str) -> None:
+        if (record.version, record.created_at) == self._refused:
             return
         try:
-            policy = parse_policy(record.document, f"policy version {version}")
+            policy = parse_policy(record.document, f"policy version {record.version}")
         except PolicyError as exc:
+            self._refused = (record.version, record.created_at)
             LOG.error(
-                "policy version %d does not validate; keeping the current one: %s", version, exc
+                "policy version %d does not validate; keeping the current one: %s",
+                record.version,
+                exc,
             )
             return
-        self._current = (record.version, record.created_at)
+        self._enforced = Enforced(record.version, record.created_at, epoch)
         if self._apply is not None:
-            self._apply(policy, version)
+            self._apply(policy, record.version)
+
+    def _regressed(self, regression: Regression) -> None:
+        """Keep enforcing; say so once; make the operator's next write one we can adopt."""
+        previous = self._regression
+        since = previous.since if previous is not None else time.time()
+        flag = RegressionFlag(self.controller_id, regression, since)
+        self._regression = flag
+        if previous is None:
+            LOG.warning("%s", flag.message())
+            if self._metrics is not None:
+                self._metrics.store_regressions.labels(regression.kind).inc()
+                self._metrics.store_regressed.set(1)
+            self._record("store-regression", flag)
+        elif previous.regression != regression:
+            LOG.warning("%s", flag.message())
+        # Every check, not once: a store that lost data once may lose it again.
+        self.policies.reserve_through(regression.enforced)
+        self.epochs.flag(flag)
+
+    def _recovered(self, view: StoreView) -> None:
+        flag = self._regression
+        if flag is None:
+            return
+        self.epochs.clear(self.controller_id)
+        self._regression = None
+        LOG.info(
+            "the store is consistent again: its active version is %s (this controller"
+            " enforced %d when it found it behind)",
+            view.active,
+            flag.regression.enforced,
+        )
+        if self._metrics is not None:
+            self._metrics.store_regressed.set(0)
+        self._record("store-recovered", flag)
+
+    def _record(self, kind: str, flag: RegressionFlag) -> None:
+        try:
+            self.events.append(
+                kind,
+                {
+                    "controller": flag.controller,
+                    "reason": flag.regression.kind,
+                    "enforced": flag.regression.enforced,
+                    "active": flag.regression.active,
+                    "detail": flag.message(),
+                },
+            )
+        except StoreUnavailableError as exc:
+            LOG.warning("%s event not recorded: %s", kind, exc)
 
     # ---- reports from the app -----------------------------------------------
 

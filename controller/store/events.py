@@ -4,6 +4,10 @@ A stream (not pub/sub) so that ``GET /v1/events?since=`` and
 ``flowlane events --follow`` can resume where they left off, and so a
 restarted API still shows what happened before.  The stream is capped
 (approximately) at ``max_len`` entries.
+
+An entry has three fields: ``kind``, ``time`` (``repr`` of a unix time) and
+``data`` (a JSON object).  ``append`` writes most of them; ``policy`` entries
+are written by ``PolicyStore``'s Lua script with the same fields and cap.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ class Event:
 class EventStore:
     def __init__(self, client: redis.Redis, prefix: str = "flowlane", max_len: int = 10_000):
         self._redis = client
-        self._stream = f"{prefix}:events"
-        self._max_len = max_len
+        self.stream = f"{prefix}:events"
+        """The stream key: public because ``PolicyStore`` writes its entries from the Lua
+        script that stores the version (same fields, same cap), so both land or neither."""
+        self.max_len = max_len
 
     @translate_errors
     def append(self, kind: str, data: dict[str, Any], now: float | None = None) -> str:
@@ -44,9 +50,9 @@ class EventStore:
             "data": json.dumps(data),
         }
         event_id: Any = self._redis.xadd(
-            self._stream,
+            self.stream,
             fields,  # type: ignore[arg-type]
-            maxlen=self._max_len,
+            maxlen=self.max_len,
             approximate=True,
         )
         return text(event_id)
@@ -59,13 +65,13 @@ class EventStore:
         entries: list[Any] = []
         if block_ms is not None:
             replies: Any = self._redis.xread(
-                {self._stream: since or "$"}, count=limit, block=block_ms
+                {self.stream: since or "$"}, count=limit, block=block_ms
             )
             for _stream, stream_entries in replies or []:
                 entries.extend(stream_entries)
         else:
             start = f"({since}" if since else "-"
-            ranged: Any = self._redis.xrange(self._stream, min=start, count=limit)
+            ranged: Any = self._redis.xrange(self.stream, min=start, count=limit)
             entries = list(ranged or [])
         return [self._decode(entry_id, fields) for entry_id, fields in entries]
 

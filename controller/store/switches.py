@@ -9,6 +9,12 @@ Keys (``<prefix>`` defaults to ``flowlane``):
 
 The applied versions sit apart from the snapshots so that a client waiting
 for a version can poll a few bytes instead of every flow table.
+
+A controller that crashes never says goodbye, so every heartbeat also prunes
+the controllers silent for longer than ``prune_after_s`` (far longer than
+any readiness bound) and the switches they still own.  A switch that
+another controller has taken over since (its ``switch-owners`` entry names
+the new one) is kept.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import redis
 
@@ -125,13 +131,68 @@ class SwitchReport:
         )
 
 
+PRUNE_AFTER_S: Final = 300.0
+"""Heartbeat age after which a controller is forgotten: five minutes, far beyond the few
+seconds after which the API counts it as gone (``--controller-max-age``), so a controller
+that is merely late, or a Redis hiccup, never costs a live controller its switches."""
+
+# Forget the controllers in ``gone`` and every switch whose owner is one of them.
+# KEYS: controllers, switch-owners, switches, applied.
+_FORGET = """
+local function forget(gone)
+  if #gone == 0 then
+    return
+  end
+  local dead = {}
+  for _, controller in ipairs(gone) do
+    dead[controller] = true
+    redis.call('ZREM', KEYS[1], controller)
+  end
+  local owners = redis.call('HGETALL', KEYS[2])
+  for i = 1, #owners, 2 do
+    if dead[owners[i + 1]] then
+      redis.call('HDEL', KEYS[2], owners[i])
+      redis.call('HDEL', KEYS[3], owners[i])
+      redis.call('HDEL', KEYS[4], owners[i])
+    end
+  end
+end
+"""
+
+# ARGV: the controller that beats, its time, the cutoff (scores below it are pruned).
+# Returns the pruned controllers.
+_HEARTBEAT = (
+    _FORGET
+    + """
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[3])
+forget(stale)
+return stale
+"""
+)
+
+# ARGV: the controllers to forget.
+_REMOVE_CONTROLLERS = _FORGET + "\nforget(ARGV)\n"
+
+
 class SwitchStore:
-    def __init__(self, client: redis.Redis, prefix: str = "flowlane") -> None:
+    def __init__(
+        self, client: redis.Redis, prefix: str = "flowlane", prune_after_s: float = PRUNE_AFTER_S
+    ) -> None:
+        if prune_after_s <= 0:
+            raise ValueError(f"prune_after_s must be positive, got {prune_after_s}")
         self._redis = client
         self._switches = f"{prefix}:switches"
         self._applied = f"{prefix}:applied"
         self._controllers = f"{prefix}:controllers"
         self._owners = f"{prefix}:switch-owners"
+        self.prune_after_s = prune_after_s
+        self._heartbeat = client.register_script(_HEARTBEAT)
+        self._remove_controllers = client.register_script(_REMOVE_CONTROLLERS)
+
+    @property
+    def _forget_keys(self) -> list[str]:
+        return [self._controllers, self._owners, self._switches, self._applied]
 
     @translate_errors
     def report(self, report: SwitchReport) -> None:
@@ -166,11 +227,9 @@ class SwitchStore:
 
     @translate_errors
     def remove_controller(self, controller: str) -> None:
-        """Forget a controller and every switch it reported (it is shutting down)."""
-        for report in self.all():
-            if report.controller == controller:
-                self.remove(report.dpid)
-        self._redis.zrem(self._controllers, controller)
+        """Forget a controller and every switch it still owns (it is shutting down);
+        in one script, so a switch another controller takes over meanwhile is kept."""
+        self._remove_controllers(keys=self._forget_keys, args=[controller])
 
     @translate_errors
     def all(self) -> list[SwitchReport]:
@@ -184,14 +243,27 @@ class SwitchStore:
         return {text(dpid): int(version) for dpid, version in raw.items()}
 
     @translate_errors
-    def heartbeat(self, controller: str, now: float | None = None) -> None:
-        self._redis.zadd(self._controllers, {controller: now if now is not None else time.time()})
+    def heartbeat(self, controller: str, now: float | None = None) -> list[str]:
+        """Record that ``controller`` is alive, and prune those silent for ``prune_after_s``
+        (with the switches they still own); returns the pruned controllers."""
+        beat = now if now is not None else time.time()
+        pruned: Any = self._heartbeat(
+            keys=self._forget_keys, args=[controller, repr(beat), repr(beat - self.prune_after_s)]
+        )
+        return [text(member) for member in pruned]
 
     @translate_errors
     def live_controllers(self, max_age_s: float, now: float | None = None) -> list[str]:
         cutoff = (now if now is not None else time.time()) - max_age_s
         members = self._redis.zrangebyscore(self._controllers, cutoff, "+inf")
         return [text(member) for member in members if isinstance(member, bytes | str)]
+
+    @translate_errors
+    def last_heartbeat(self) -> tuple[str, float] | None:
+        """The controller that beat last and when (unix time): what ``/readyz`` names
+        when no controller is live."""
+        newest: Any = self._redis.zrevrange(self._controllers, 0, 0, withscores=True)
+        return (text(newest[0][0]), float(newest[0][1])) if newest else None
 
     @translate_errors
     def live_switches(self, max_age_s: float) -> list[str]:

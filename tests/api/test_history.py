@@ -1,12 +1,17 @@
-"""GET /v1/policy/history and POST /v1/policy/rollback."""
+"""GET /v1/policy/history and POST /v1/policy/rollback, and the history limit."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import redis
 from fastapi.testclient import TestClient
+from prometheus_client import CollectorRegistry
 
+from controller.api.app import create_app
+from controller.api.settings import ApiSettings
 from controller.store.policies import PolicyStore
 
 
@@ -19,7 +24,7 @@ def three_versions(client: TestClient, document: dict[str, Any]) -> list[dict[st
         response = client.put(
             "/v1/policy", params={"author": f"a{n}", "comment": f"c{n}"}, json=doc
         )
-        assert response.status_code == 200
+        assert response.status_code == 201
         bodies.append(response.json())
     return bodies
 
@@ -53,7 +58,7 @@ def test_rollback_stores_the_old_document_as_a_new_version(
     client: TestClient, three_versions: list[dict[str, Any]]
 ) -> None:
     response = client.post("/v1/policy/rollback", params={"author": "ops"}, json={"version": 1})
-    assert response.status_code == 200, response.text
+    assert response.status_code == 201, response.text
     assert response.headers["etag"] == '"4"'
     body = response.json()
     assert (body["version"], body["rollback_of"], body["author"]) == (4, 1, "ops")
@@ -92,7 +97,7 @@ def test_rollback_honours_if_match(
     assert stale.status_code == 412
     assert stale.json()["active_version"] == 3
     fresh = client.post("/v1/policy/rollback", json={"version": 1}, headers={"If-Match": '"3"'})
-    assert fresh.status_code == 200
+    assert fresh.status_code == 201
     assert policies.active_version() == 4
 
 
@@ -114,3 +119,58 @@ def test_rollback_to_a_document_that_no_longer_validates_is_422(
         ],
     }
     assert policies.active_version() == 2
+
+
+def test_rollback_to_the_active_document_is_unchanged(
+    client: TestClient, three_versions: list[dict[str, Any]], policies: PolicyStore
+) -> None:
+    response = client.post("/v1/policy/rollback", json={"version": 3})
+    assert response.status_code == 200, response.text
+    assert response.headers["etag"] == '"3"'
+    assert (response.json()["version"], response.json()["unchanged"]) == (3, True)
+    assert policies.active_version() == 3
+    assert len(client.get("/v1/policy/history").json()["versions"]) == 3
+
+
+# ---- the history limit --------------------------------------------------------------------
+
+
+@pytest.fixture
+def short_history(redis_client: redis.Redis, redis_url: str) -> Iterator[TestClient]:
+    """An app that keeps two versions."""
+    settings = ApiSettings(redis_url=redis_url, registry=CollectorRegistry(), history_limit=2)
+    with TestClient(create_app(settings)) as test_client:
+        yield test_client
+
+
+def test_history_is_trimmed_to_the_limit(
+    short_history: TestClient, document: dict[str, Any]
+) -> None:
+    docs = [{**document, "rules": document["rules"][n:]} for n in range(3)]
+    for doc in [*docs, docs[0]]:  # the last is version 1's document, stored as version 4
+        assert short_history.put("/v1/policy", json=doc).status_code == 201
+    body = short_history.get("/v1/policy/history").json()
+    assert body["active_version"] == 4
+    assert [(v["version"], v["active"]) for v in body["versions"]] == [(4, True), (3, False)]
+    assert short_history.get("/v1/policy").json()["version"] == 4
+
+
+def test_rollback_to_a_trimmed_version_is_404(
+    short_history: TestClient, document: dict[str, Any], policies: PolicyStore
+) -> None:
+    for n in range(3):
+        short_history.put("/v1/policy", json={**document, "rules": document["rules"][n:]})
+    response = short_history.post("/v1/policy/rollback", json={"version": 1})
+    assert response.status_code == 404
+    assert response.json() == {"detail": "no policy version 1"}
+    assert policies.active_version() == 3
+    kept = short_history.post("/v1/policy/rollback", json={"version": 2})
+    assert (kept.status_code, kept.json()["version"]) == (201, 4)
+    versions = short_history.get("/v1/policy/history").json()["versions"]
+    assert [v["version"] for v in versions] == [4, 3]
+
+
+@pytest.mark.parametrize("limit", [0, -1])
+def test_the_history_limit_setting_must_be_positive(limit: int) -> None:
+    with pytest.raises(ValueError, match=r"^history_limit must be at least 1 "):
+        ApiSettings(redis_url="redis://127.0.0.1:1/0", history_limit=limit)

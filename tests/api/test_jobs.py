@@ -39,7 +39,7 @@ def events(redis_client: redis.Redis) -> EventStore:
 @pytest.fixture
 def with_policy(client: TestClient, document: dict[str, Any]) -> TestClient:
     """The client, with the conftest document (inference, training, best-effort) active."""
-    assert client.put("/v1/policy", json=document).status_code == 200
+    assert client.put("/v1/policy", json=document).status_code == 201
     return client
 
 
@@ -133,7 +133,7 @@ def test_the_class_is_checked_against_the_active_version(
     del document["classes"]["best-effort"]
     document["rules"] = [r for r in document["rules"] if r["class"] != "best-effort"]
     document["classes"]["training"]["min_rate"] = "80%"
-    assert with_policy.put("/v1/policy", json=document).status_code == 200
+    assert with_policy.put("/v1/policy", json=document).status_code == 201
     response = with_policy.post("/v1/jobs", json={**JOB, "class": "best-effort"})
     assert response.status_code == 422
     assert "classes: inference, training)" in response.json()["errors"][0]["message"]
@@ -297,7 +297,7 @@ def test_jobs_recover_when_redis_comes_up(
 ) -> None:
     assert down_client.get("/v1/jobs").status_code == 503
     start_redis(unused_port)
-    assert down_client.put("/v1/policy", json=document).status_code == 200
+    assert down_client.put("/v1/policy", json=document).status_code == 201
     assert down_client.post("/v1/jobs", json=JOB).status_code == 201
     assert [j["name"] for j in down_client.get("/v1/jobs").json()["jobs"]] == ["train-1"]
 

@@ -65,10 +65,20 @@ def test_policy_bodies_reference_the_policy_schema(openapi: dict[str, Any]) -> N
 
 def test_write_statuses_are_documented(openapi: dict[str, Any]) -> None:
     put = openapi["paths"]["/v1/policy"]["put"]
-    assert sorted(put["responses"]) == ["200", "412", "422", "503", "504"]
+    assert sorted(put["responses"]) == ["200", "201", "409", "412", "422", "503", "504"]
     assert "ETag" in put["responses"]["200"]["headers"]
+    assert "ETag" in put["responses"]["201"]["headers"]
     rollback = openapi["paths"]["/v1/policy/rollback"]["post"]
-    assert sorted(rollback["responses"]) == ["200", "404", "412", "422", "503", "504"]
+    assert sorted(rollback["responses"]) == [
+        "200",
+        "201",
+        "404",
+        "409",
+        "412",
+        "422",
+        "503",
+        "504",
+    ]
     assert put["responses"]["422"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/ValidationErrorOut"
     }

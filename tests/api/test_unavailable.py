@@ -1,4 +1,5 @@
-"""Redis down: 503 on every route that needs it, and the same app serves again once it is back."""
+"""Redis down: 503 with Retry-After on every route that needs it; the same app serves again
+once it is back."""
 
 from __future__ import annotations
 
@@ -10,10 +11,16 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 
 from controller.api.app import create_app
+from controller.api.errors import RETRY_AFTER_S
 from controller.api.settings import ApiSettings
 from controller.store.errors import StoreUnavailableError
 from controller.store.policies import PolicyStore
 
+JOB: dict[str, Any] = {
+    "name": "allreduce",
+    "class": "training",
+    "endpoints": [{"ipv4": "10.0.0.0/24", "ports": [4791]}],
+}
 ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/readyz", {}),
     ("GET", "/v1/policy", {}),
@@ -24,7 +31,17 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/policy/history", {}),
     ("POST", "/v1/policy/rollback", {"json": {"version": 1}}),
     ("GET", "/v1/switches", {}),
+    ("GET", "/v1/jobs", {}),
+    ("POST", "/v1/jobs", {"json": JOB}),
+    ("GET", "/v1/jobs/allreduce", {}),
+    ("DELETE", "/v1/jobs/allreduce", {}),
+    ("GET", "/v1/flows", {}),
+    ("GET", "/v1/topology", {}),
+    ("GET", "/v1/paths?src=10.0.0.1&dst=10.0.0.2", {}),
+    ("GET", "/v1/events", {}),
 ]
+WITHOUT_REDIS = {("GET", "/healthz"), ("GET", "/metrics")}
+"""Routes that answer from the process alone, so a Redis outage cannot fail them."""
 
 
 @pytest.fixture
@@ -55,6 +72,32 @@ def test_every_redis_route_is_503(
     detail = response.json()["detail"]
     assert detail.startswith("Redis unavailable: ")
     assert "onnection refused" in detail
+    assert response.headers["retry-after"] == str(RETRY_AFTER_S)
+
+
+def test_every_route_is_in_the_list(down_client: TestClient) -> None:
+    """A new route either needs Redis (and joins ROUTES) or says it does not."""
+    operations = {
+        (method.upper(), path)
+        for path, methods in down_client.get("/openapi.json").json()["paths"].items()
+        for method in methods
+    }
+    listed = {(method, path.split("?")[0]) for method, path, _ in ROUTES}
+    listed = {(m, "/v1/jobs/{name}" if p == "/v1/jobs/allreduce" else p) for m, p in listed}
+    assert operations == listed | WITHOUT_REDIS
+
+
+def test_every_route_recovers_when_redis_comes_up(
+    down_client: TestClient, unused_port: int, start_redis: Any, document: dict[str, Any]
+) -> None:
+    for method, path, options in ROUTES:
+        assert send(down_client, method, path, options, document).status_code == 503, path
+    start_redis(unused_port)
+    for method, path, options in ROUTES:
+        response = send(down_client, method, path, options, document)
+        # /readyz stays 503 (no controller beats here), for that reason, not Redis.
+        assert "Redis unavailable" not in response.text, (method, path, response.text)
+        assert response.status_code < 500 or path == "/readyz", (method, path, response.text)
 
 
 def test_validation_and_liveness_do_not_need_redis(
@@ -73,7 +116,7 @@ def test_the_app_recovers_when_redis_comes_up(
     assert down_client.get("/v1/policy").status_code == 503
     server = start_redis(unused_port)
     assert down_client.get("/v1/policy").status_code == 404
-    assert down_client.put("/v1/policy", json=document).status_code == 200
+    assert down_client.put("/v1/policy", json=document).status_code == 201
 
     server.stop()
     assert down_client.get("/v1/policy").status_code == 503
@@ -82,7 +125,7 @@ def test_the_app_recovers_when_redis_comes_up(
     server.start()  # a fresh, empty Redis: no persistence in tests
     assert down_client.get("/v1/policy").status_code == 404
     response = down_client.put("/v1/policy", json=document)  # the write script is loaded again
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert response.json()["version"] == 1
 
 
@@ -90,9 +133,11 @@ def test_redis_failing_after_the_write_still_names_the_stored_version(
     client: TestClient,
     document: dict[str, Any],
     policies: PolicyStore,
+    report_switch: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The client must learn that version 1 exists, or it would write it again."""
+    report_switch(0xA)  # a live switch to wait for
 
     def gone() -> dict[str, int]:
         raise StoreUnavailableError("Redis unavailable: connection reset")
@@ -102,6 +147,7 @@ def test_redis_failing_after_the_write_still_names_the_stored_version(
     response = client.put("/v1/policy", params={"wait": "applied"}, json=document)
     assert response.status_code == 503
     assert response.headers["etag"] == '"1"'
+    assert response.headers["retry-after"] == str(RETRY_AFTER_S)
     assert response.json() == {
         "detail": "version 1 is stored and active, but Redis failed afterwards:"
         " Redis unavailable: connection reset",

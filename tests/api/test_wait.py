@@ -75,7 +75,7 @@ def test_wait_applied_returns_once_every_switch_confirms(
     started = time.monotonic()
     response = client.put("/v1/policy", params={"wait": "applied"}, json=document)
     answered = time.monotonic()
-    assert response.status_code == 200, response.text
+    assert response.status_code == 201, response.text
     assert response.headers["etag"] == '"1"'
     assert response.json()["applied"] == {DPID_A: 1, DPID_B: 1}
     [(version, confirmed_at)] = controller.confirmed
@@ -88,7 +88,7 @@ def test_without_wait_the_write_answers_before_the_switches(
     client: TestClient, document: dict[str, Any], controller: FakeController
 ) -> None:
     response = client.put("/v1/policy", json=document)
-    assert response.status_code == 200
+    assert response.status_code == 201
     assert response.json()["applied"] == {}
 
 
@@ -96,11 +96,13 @@ def test_rollback_waits_too(
     client: TestClient, document: dict[str, Any], controller: FakeController
 ) -> None:
     client.put("/v1/policy", params={"wait": "applied"}, json=document)
+    other = {**document, "default_class": "training"}
+    client.put("/v1/policy", params={"wait": "applied"}, json=other)
     response = client.post(
         "/v1/policy/rollback", params={"wait": "applied", "timeout": 5}, json={"version": 1}
     )
-    assert response.status_code == 200, response.text
-    assert response.json()["applied"] == {DPID_A: 2, DPID_B: 2}
+    assert response.status_code == 201, response.text
+    assert response.json()["applied"] == {DPID_A: 3, DPID_B: 3}
 
 
 def test_timeout_is_504_naming_the_switch_that_did_not_confirm(
@@ -117,7 +119,7 @@ def test_timeout_is_504_naming_the_switch_that_did_not_confirm(
     response = client.put(
         "/v1/policy",
         params={"wait": "applied", "timeout": client_timeout},
-        json=document,
+        json={**document, "default_class": "training"},  # not version 1's: a new version
     )
     elapsed = time.monotonic() - started
     assert response.status_code == 504
@@ -148,18 +150,86 @@ def test_only_the_slow_switch_is_pending(
     assert response.json()["pending"] == [DPID_B]
 
 
-def test_no_live_switch_means_no_wait(
-    client: TestClient, document: dict[str, Any], report_switch: Any
+NO_LIVE_SWITCH = (
+    "no live switch (no controller with a switch beat in the last 3 s): nothing would apply this"
+    " version, so nothing was stored; write without wait=applied (flowlane policy apply"
+    " --store-only) to store it anyway"
+)
+
+
+def test_no_live_switch_refuses_a_waiting_write_and_stores_nothing(
+    client: TestClient, document: dict[str, Any], report_switch: Any, policies: PolicyStore
 ) -> None:
     report_switch(0xC, controller="crashed", beat=time.time() - 3600)
     started = time.monotonic()
     response = client.put("/v1/policy", params={"wait": "applied", "timeout": 30}, json=document)
-    assert response.status_code == 200
     assert time.monotonic() - started < 1
+    assert response.status_code == 409
+    assert response.json() == {"detail": NO_LIVE_SWITCH}
+    assert policies.active_version() is None
+    assert "etag" not in response.headers
+
+
+def test_a_live_controller_without_switches_is_no_live_switch(
+    client: TestClient, document: dict[str, Any], switches: SwitchStore
+) -> None:
+    switches.heartbeat("ctl-idle")
+    response = client.put("/v1/policy", params={"wait": "applied"}, json=document)
+    assert response.status_code == 409
+
+
+def test_without_wait_a_write_is_stored_only(
+    client: TestClient, document: dict[str, Any], policies: PolicyStore
+) -> None:
+    response = client.put("/v1/policy", json=document)
+    assert response.status_code == 201
+    assert response.json()["applied"] == {}
+    assert policies.active_version() == 1
+
+
+def test_a_waiting_rollback_with_no_live_switch_is_refused(
+    client: TestClient, document: dict[str, Any], policies: PolicyStore
+) -> None:
+    policies.put(document, author="op")
+    policies.put({**document, "default_class": "training"}, author="op")
+    response = client.post("/v1/policy/rollback", params={"wait": "applied"}, json={"version": 1})
+    assert response.status_code == 409
+    assert response.json() == {"detail": NO_LIVE_SWITCH}
+    assert policies.active_version() == 2
+    # An unknown version is still a 404, not hidden behind the missing switches.
+    unknown = client.post("/v1/policy/rollback", params={"wait": "applied"}, json={"version": 9})
+    assert unknown.status_code == 404
 
 
 def test_a_switch_that_leaves_during_the_wait_stops_counting(
-    client: TestClient, document: dict[str, Any], report_switch: Any, switches: SwitchStore
+    client: TestClient,
+    document: dict[str, Any],
+    redis_client: redis.Redis,
+    report_switch: Any,
+    switches: SwitchStore,
+) -> None:
+    staying = FakeController(redis_client, [report_switch(0xB)], delay_s=0.3)
+    report_switch(0xA)
+    staying.start()
+    timer = threading.Timer(0.1, switches.remove, args=(0xA,))
+    timer.start()
+    started = time.monotonic()
+    try:
+        response = client.put("/v1/policy", params={"wait": "applied", "timeout": 5}, json=document)
+    finally:
+        timer.join()
+        staying.stop()
+    assert response.status_code == 201, response.text
+    assert response.json()["applied"] == {DPID_B: 1}
+    assert time.monotonic() - started < 2
+
+
+def test_every_switch_leaving_during_the_wait_is_a_failure(
+    client: TestClient,
+    document: dict[str, Any],
+    report_switch: Any,
+    switches: SwitchStore,
+    policies: PolicyStore,
 ) -> None:
     report_switch(0xA)
     timer = threading.Timer(0.1, switches.remove, args=(0xA,))
@@ -167,8 +237,15 @@ def test_a_switch_that_leaves_during_the_wait_stops_counting(
     started = time.monotonic()
     response = client.put("/v1/policy", params={"wait": "applied", "timeout": 5}, json=document)
     timer.join()
-    assert response.status_code == 200, response.text
     assert time.monotonic() - started < 2
+    assert response.status_code == 409
+    assert response.headers["etag"] == '"1"'
+    assert response.json() == {
+        "detail": "version 1 is stored and active, but no live switch is left to apply it"
+        " (their controllers stopped beating or the switches disconnected)",
+        "version": 1,
+    }
+    assert policies.active_version() == 1
 
 
 def test_a_newer_version_counts_as_confirmation() -> None:

@@ -1,16 +1,30 @@
-"""``flowlane policy validate``: a table for a good file, every error path for a bad one."""
+"""``flowlane policy validate``: a table for a good file, every error path for a bad one;
+``apply`` and ``rollback`` with no live switch: a failure, unless ``--store-only``."""
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+import redis
+from typer.testing import CliRunner, Result
 
 from controller.cli.main import app
+from controller.cli.policy import render_written
+from controller.cli.remote import WriteOptions
+from controller.store.policies import PolicyStore
+from controller.store.switches import SwitchStore
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_POLICY = REPO / "policies" / "default.yaml"
+FIFO_POLICY = REPO / "policies" / "examples" / "fifo.yaml"
+NO_LIVE_SWITCH = (
+    "error: no live switch (no controller with a switch beat in the last 3 s): nothing would"
+    " apply this version, so nothing was stored; write without wait=applied (flowlane policy"
+    " apply --store-only) to store it anyway"
+)
 
 BAD_POLICY = """\
 classes:
@@ -116,3 +130,80 @@ def test_validate_binary_file_is_a_clean_error(runner: CliRunner, tmp_path: Path
     assert result.exit_code == 1
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "(file)" in flat(result.stderr)
+
+
+# --------------------------------------------------------------------------------------------
+# apply / rollback with no live switch
+# --------------------------------------------------------------------------------------------
+
+
+def write(runner: CliRunner, api_url: str, *args: str) -> Result:
+    result = runner.invoke(
+        app, list(args), env={"FLOWLANE_API": api_url, "COLUMNS": "250", "USER": "tester"}
+    )
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result
+
+
+@pytest.fixture
+def policies(redis_client: redis.Redis) -> PolicyStore:
+    return PolicyStore(redis_client)
+
+
+def test_apply_with_no_live_switch_fails_and_stores_nothing(
+    runner: CliRunner, api_url: str, redis_client: redis.Redis, policies: PolicyStore
+) -> None:
+    SwitchStore(redis_client).heartbeat("crashed", now=time.time() - 60)  # a dead controller
+    started = time.monotonic()
+    result = write(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--timeout", "60")
+    assert time.monotonic() - started < 5  # refused at once, not after the timeout
+    assert result.exit_code == 1
+    assert flat(result.stderr) == NO_LIVE_SWITCH
+    assert result.stdout == ""
+    assert policies.active_version() is None
+
+
+def test_apply_json_with_no_live_switch_prints_the_refusal(
+    runner: CliRunner, api_url: str, policies: PolicyStore
+) -> None:
+    result = write(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["detail"].startswith("no live switch")
+
+
+@pytest.mark.parametrize("flag", ["--store-only", "--no-wait"])
+def test_store_only_stores_without_a_switch(
+    runner: CliRunner, api_url: str, policies: PolicyStore, flag: str
+) -> None:
+    result = write(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), flag)
+    assert result.exit_code == 0, result.output
+    assert "stored policy version 1 by tester" in result.stdout
+    assert "stored only: not waiting for the switches" in result.stdout
+    assert policies.active_version() == 1
+
+
+def test_rollback_with_no_live_switch_fails_unless_store_only(
+    runner: CliRunner, api_url: str, policies: PolicyStore
+) -> None:
+    write(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--store-only")
+    write(runner, api_url, "policy", "apply", str(FIFO_POLICY), "--store-only")
+    refused = write(runner, api_url, "policy", "rollback", "1")
+    assert refused.exit_code == 1
+    assert flat(refused.stderr) == NO_LIVE_SWITCH
+    assert policies.active_version() == 2
+    stored = write(runner, api_url, "policy", "rollback", "1", "--store-only")
+    assert stored.exit_code == 0, stored.output
+    assert policies.active_version() == 3
+
+
+def test_the_help_names_store_only(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["policy", "apply", "--help"], env={"COLUMNS": "200"})
+    assert "--store-only" in result.stdout
+
+
+def test_a_waited_write_that_no_switch_reports_is_not_a_success() -> None:
+    """Every switch confirmed, then left before the answer: rare, but not "applied"."""
+    body = {"version": 4, "author": "op", "created_at": 0.0, "comment": "", "applied": {}}
+    assert render_written(body, WriteOptions("op", wait=True)) is False
+    assert render_written({**body, "applied": {"000000000000000a": 4}}, WriteOptions("op"))
+    assert render_written(body, WriteOptions("op", wait=False)) is True

@@ -142,7 +142,8 @@ def test_show_json_is_the_api_body(runner: CliRunner, api_url: str) -> None:
 
 def test_the_author_defaults_to_user_then_cli(runner: CliRunner, api_url: str) -> None:
     invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--no-wait", USER="alice")
-    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--no-wait", USER="")
+    isolation = str(REPO / "policies" / "examples" / "isolation.yaml")  # not the active one
+    invoke(runner, api_url, "policy", "apply", isolation, "--no-wait", USER="")
     invoke(runner, api_url, "policy", "apply", str(FIFO_POLICY), "--no-wait", "--author", "bob")
     versions = json.loads(invoke(runner, api_url, "policy", "history", "--json").stdout)
     assert [v["author"] for v in versions["versions"]] == ["bob", "cli", "alice"]
@@ -240,12 +241,6 @@ def test_apply_waits_for_the_switches(
     assert "applied on 1 switch(es): 000000000000000a" in result.stdout
 
 
-def test_apply_with_no_live_switch_does_not_wait(runner: CliRunner, api_url: str) -> None:
-    result = invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--timeout", "60")
-    assert result.exit_code == 0
-    assert "no live switch: nothing to wait for" in result.stdout
-
-
 def test_apply_timeout_names_the_pending_switch(
     runner: CliRunner, api_url: str, switches: SwitchStore
 ) -> None:
@@ -314,10 +309,13 @@ def test_plan_an_invalid_policy(runner: CliRunner, api_url: str, bad_file: Path)
 
 def test_history_and_rollback(runner: CliRunner, api_url: str) -> None:
     assert "no policy stored yet" in invoke(runner, api_url, "policy", "history").stdout
-    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--comment", "one")
-    invoke(runner, api_url, "policy", "apply", str(FIFO_POLICY), "--comment", "two")
+    # No live switch here: --store-only (tests/cli/test_policy_cli.py tests waiting without one).
+    invoke(
+        runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--comment", "one", "--store-only"
+    )
+    invoke(runner, api_url, "policy", "apply", str(FIFO_POLICY), "--comment", "two", "--store-only")
 
-    rolled = invoke(runner, api_url, "policy", "rollback", "1")
+    rolled = invoke(runner, api_url, "policy", "rollback", "1", "--store-only")
     assert rolled.exit_code == 0, rolled.output
     assert "stored policy version 3 by tester" in rolled.stdout
     assert "a rollback to version 1: rollback to version 1" in rolled.stdout
@@ -336,16 +334,16 @@ def test_history_and_rollback(runner: CliRunner, api_url: str) -> None:
 
 
 def test_rollback_to_an_unknown_version(runner: CliRunner, api_url: str) -> None:
-    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY))
+    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--store-only")
     result = invoke(runner, api_url, "policy", "rollback", "9")
     assert result.exit_code == 1
     assert "error: no policy version 9" in flat(result.stderr)
 
 
 def test_rollback_if_match(runner: CliRunner, api_url: str) -> None:
-    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY))
-    invoke(runner, api_url, "policy", "apply", str(FIFO_POLICY))
-    result = invoke(runner, api_url, "policy", "rollback", "1", "--if-match", "1")
+    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--store-only")
+    invoke(runner, api_url, "policy", "apply", str(FIFO_POLICY), "--store-only")
+    result = invoke(runner, api_url, "policy", "rollback", "1", "--if-match", "1", "--store-only")
     assert result.exit_code == 1
     assert "the active version is 2" in flat(result.stderr)
 

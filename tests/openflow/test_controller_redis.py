@@ -16,6 +16,7 @@ from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
 from controller.store.client import connect
+from controller.store.epoch import EpochStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchStore
@@ -113,8 +114,12 @@ def test_redis_outage_keeps_the_policy_and_catches_up(
         assert harness.in_sync(bridge.name, ctl.policy, bridge.ports), "policy lost in the outage"
         redis_server.start()  # empty: as after a failover to a fresh replica
         client = connect(redis_server.url)
+        # The controller flags the empty store (it keeps version 1) and numbers the
+        # next write above it; a write before that would be "version 1" again, refused.
+        harness.wait_for("the store to be flagged", lambda: EpochStore(client).flags() != [], 20)
+        assert harness.in_sync(bridge.name, ctl.policy, bridge.ports)
         newer = moved(yaml.safe_load(FILE_POLICY), "inference")
-        PolicyStore(client).put(newer, author="test")
+        assert PolicyStore(client).put(newer, author="test").version == 2
         harness.wait_in_sync(bridge.name, parse_policy(newer), bridge.ports, timeout_s=20)
         dpid = harness.datapath_id(bridge.name)
         harness.wait_for(

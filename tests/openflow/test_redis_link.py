@@ -1,4 +1,9 @@
-"""The controller's Redis follower against a real redis-server (no switch needed)."""
+"""The controller's Redis follower against a real redis-server (no switch needed).
+
+Besides following versions: heartbeats that nothing delays, and a store that
+comes back empty or older (FLUSHALL, or versions removed by hand) flagged,
+counted and never followed backwards.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +15,12 @@ from pathlib import Path
 
 import harness
 import pytest
+import redis
 import yaml
+from prometheus_client import CollectorRegistry
 from redis_server import RedisServer
 
+from controller.metrics import ControllerMetrics
 from controller.openflow.observer import PortState, SyncReport
 from controller.openflow.redis_link import RedisLink, switch_report
 from controller.pipeline.planner import plan_switch
@@ -20,6 +28,8 @@ from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.qos.plan import plan_port_qos
 from controller.store.client import connect
+from controller.store.epoch import EpochStore, Regression
+from controller.store.events import EventStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchReport, SwitchStore
 
@@ -51,19 +61,71 @@ def server(tmp_path: Path) -> Iterator[RedisServer]:
         redis_server.stop()
 
 
+Applied = queue.Queue[tuple[Policy, int]]
+
+
+class Follower:
+    """A RedisLink following the test server on its own thread, and what it handed the app."""
+
+    def __init__(self, url: str, *, check_s: float = 0.2, apply_delay_s: float = 0.0) -> None:
+        self.metrics = ControllerMetrics(CollectorRegistry())
+        self.link = RedisLink(
+            url,
+            "test-controller",
+            heartbeat_s=0.2,
+            check_s=check_s,
+            max_backoff_s=0.2,
+            metrics=self.metrics,
+        )
+        self.applied: Applied = queue.Queue()
+        self._apply_delay_s = apply_delay_s
+        self.link.bootstrap(POLICY, DOCUMENT)
+        self._thread = threading.Thread(target=self.link.run, args=(self._apply,))
+        self._thread.start()
+
+    def _apply(self, policy: Policy, version: int) -> None:
+        time.sleep(self._apply_delay_s)  # a slow app: a sync, a large policy
+        self.applied.put((policy, version))
+
+    def sample(self, name: str, **labels: str) -> float:
+        value = self.metrics.registry.get_sample_value(name, labels)
+        return 0.0 if value is None else value
+
+    def stop(self) -> None:
+        self.link.stop()
+        self._thread.join(5)
+        assert not self._thread.is_alive()
+
+
 @pytest.fixture
-def follower(server: RedisServer) -> Iterator[tuple[RedisLink, queue.Queue[tuple[Policy, int]]]]:
-    link = RedisLink(server.url, "test-controller", heartbeat_s=0.2, max_backoff_s=0.2)
-    applied: queue.Queue[tuple[Policy, int]] = queue.Queue()
-    link.bootstrap(POLICY, DOCUMENT)
-    thread = threading.Thread(target=link.run, args=(lambda p, v: applied.put((p, v)),))
-    thread.start()
+def follower(server: RedisServer) -> Iterator[tuple[RedisLink, Applied]]:
+    started = Follower(server.url)
     try:
-        yield link, applied
+        yield started.link, started.applied
     finally:
-        link.stop()
-        thread.join(5)
-        assert not thread.is_alive()
+        started.stop()
+
+
+@pytest.fixture
+def start_follower(server: RedisServer) -> Iterator[type[Follower]]:
+    """``start_follower(**options)``: a Follower on the test server, stopped after the test."""
+    started: list[Follower] = []
+
+    class Started(Follower):
+        def __init__(self, **options: float) -> None:
+            super().__init__(server.url, **options)
+            started.append(self)
+
+    try:
+        yield Started
+    finally:
+        for each in started:
+            each.stop()
+
+
+@pytest.fixture
+def client(server: RedisServer) -> redis.Redis:
+    return connect(server.url)
 
 
 def sync_report(version: int | None) -> SyncReport:
@@ -119,7 +181,7 @@ def test_new_versions_are_applied_and_invalid_ones_refused(
 
 
 def test_outage_keeps_reports_and_catches_up(
-    server: RedisServer, follower: tuple[RedisLink, queue.Queue[tuple[Policy, int]]]
+    server: RedisServer, follower: tuple[RedisLink, Applied]
 ) -> None:
     link, applied = follower
     link.switch_synced(sync_report(1))
@@ -129,6 +191,134 @@ def test_outage_keeps_reports_and_catches_up(
     link.switch_synced(sync_report(1))  # produced during the outage: must not be lost
     server.start()  # an empty Redis, as after losing its data
     harness.wait_for("the report to be re-sent", lambda: switches.applied() != {}, 10)
-    PolicyStore(connect(server.url)).put(other_document(), author="op")
+    # The empty store is flagged, and its numbering moved past the version enforced...
+    harness.wait_for("the regression flag", lambda: link.regression is not None, 10)
+    assert applied.empty()
+    # ... so the operator's next write is numbered above it, and adopted.
+    stored = PolicyStore(connect(server.url)).put(other_document(), author="op")
+    assert stored.version == 2
     policy, version = applied.get(timeout=10)
-    assert version == 1 and policy.default_class == "training"  # numbers restart; still applied
+    assert version == 2 and policy.default_class == "training"
+    harness.wait_for("the flag to clear", lambda: link.regression is None, 5)
+
+
+# ---- heartbeats -------------------------------------------------------------------------
+
+
+def test_heartbeats_are_not_delayed_by_a_slow_app(
+    start_follower: type[Follower], client: redis.Redis
+) -> None:
+    """The app takes 1.5 s to take a policy; the controller must stay live all along."""
+    follower = start_follower(apply_delay_s=1.5)
+    switches = SwitchStore(client)
+    harness.wait_for("a heartbeat", lambda: switches.live_controllers(0.5) != [], 5)
+    PolicyStore(client).put(other_document(), author="op")
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        assert switches.live_controllers(max_age_s=0.5) == ["test-controller"]
+        time.sleep(0.05)
+    _, version = follower.applied.get(timeout=5)
+    assert version == 2
+
+
+def test_stop_says_goodbye(start_follower: type[Follower], client: redis.Redis) -> None:
+    follower = start_follower()
+    switches = SwitchStore(client)
+    harness.wait_for("a heartbeat", lambda: switches.live_controllers(5) != [], 5)
+    client.delete("flowlane:policy:active")  # flagged: the policy is gone
+    harness.wait_for("the flag", lambda: EpochStore(client).flags() != [], 5)
+    follower.stop()
+    assert switches.live_controllers(max_age_s=60) == []
+    assert EpochStore(client).flags() == []
+
+
+# ---- a store that lost data -----------------------------------------------------------------
+
+
+def events_of(client: redis.Redis, kind: str) -> list[dict[str, object]]:
+    return [event.data for event in EventStore(client).read(limit=1000) if event.kind == kind]
+
+
+def test_a_flushed_store_is_flagged_and_never_followed_backwards(
+    start_follower: type[Follower], client: redis.Redis
+) -> None:
+    follower = start_follower()
+    link = follower.link
+    policies = PolicyStore(client)
+    policies.put(other_document(), author="op")
+    assert follower.applied.get(timeout=5)[1] == 2
+    link.switch_synced(sync_report(2))
+    switches = SwitchStore(client)
+    harness.wait_for("the report", lambda: switches.applied() == {"0000000000000001": 2}, 5)
+    epoch = EpochStore(client).current()
+
+    client.flushall()  # Redis restarted without its data
+
+    harness.wait_for("the regression flag", lambda: EpochStore(client).flags() != [], 5)
+    [flag] = EpochStore(client).flags()
+    assert flag.controller == "test-controller"
+    assert flag.regression == Regression("gone", 2, None)
+    assert flag.message() == (
+        "controller test-controller enforces version 2; the store has no active version: the"
+        " store lost data; PUT a policy to recover (it gets a version above 2)"
+    )
+    assert link.enforced_version == 2 and follower.applied.empty()
+    assert EpochStore(client).current() != epoch  # the controller gave the store a new epoch
+    assert int(client.get("flowlane:policy:seq") or 0) == 2
+    assert follower.sample("flowlane_store_regressions_total", kind="gone") == 1
+    assert follower.sample("flowlane_store_regressed") == 1
+    assert [e["reason"] for e in events_of(client, "store-regression")] == ["gone"]
+    # The switch reports are re-sent to the new dataset, though the follower saw no outage.
+    harness.wait_for("the re-sent report", lambda: switches.applied() != {}, 5)
+    time.sleep(0.6)  # three checks: logged, counted and recorded once, not per check
+    assert follower.sample("flowlane_store_regressions_total", kind="gone") == 1
+    assert len(events_of(client, "store-regression")) == 1
+
+    stored = policies.put(DOCUMENT, author="op")  # the operator's recovery
+    assert stored.version == 3
+    _, version = follower.applied.get(timeout=5)
+    assert version == 3 and link.enforced_version == 3
+    harness.wait_for("the flag to clear", lambda: EpochStore(client).flags() == [], 5)
+    assert follower.sample("flowlane_store_regressed") == 0
+    assert [e["reason"] for e in events_of(client, "store-recovered")] == ["gone"]
+
+
+def test_a_write_into_the_emptied_store_before_the_check_is_not_adopted(
+    start_follower: type[Follower], client: redis.Redis
+) -> None:
+    """FLUSHALL, then a write numbered 1 again: the announcement must not move the switches.
+
+    The periodic check is off (an hour), so only announcements wake the
+    follower and the order of events is exactly the one written here.
+    """
+    follower = start_follower(check_s=3600)
+    policies = PolicyStore(client)
+    policies.put(other_document(), author="op")
+    assert follower.applied.get(timeout=5)[1] == 2
+    client.flushall()
+    assert policies.put(DOCUMENT, author="op").version == 1  # the numbers restarted
+    harness.wait_for("the regression flag", lambda: follower.link.regression is not None, 5)
+    assert follower.link.regression is not None
+    assert follower.link.regression.regression == Regression("new-epoch", 2, 1)
+    assert follower.applied.empty()
+    assert follower.sample("flowlane_store_regressions_total", kind="new-epoch") == 1
+    assert policies.put(other_document(), author="op").version == 3
+    assert follower.applied.get(timeout=5)[1] == 3
+
+
+def test_an_older_store_is_flagged(start_follower: type[Follower], client: redis.Redis) -> None:
+    """A restore from an older snapshot: same epoch, active version below the enforced one."""
+    follower = start_follower()
+    policies = PolicyStore(client)
+    policies.put(other_document(), author="op")
+    assert follower.applied.get(timeout=5)[1] == 2
+    # What a snapshot taken at version 1 holds.
+    client.hdel("flowlane:policy:versions", "2")
+    client.set("flowlane:policy:active", 1)
+    client.set("flowlane:policy:seq", 1)
+    harness.wait_for("the regression flag", lambda: follower.link.regression is not None, 5)
+    assert follower.link.regression is not None
+    assert follower.link.regression.regression == Regression("older", 2, 1)
+    assert follower.applied.empty() and follower.link.enforced_version == 2
+    assert policies.put(DOCUMENT, author="op").version == 3
+    assert follower.applied.get(timeout=5)[1] == 3

@@ -1,4 +1,5 @@
-"""EventStore on a real Redis: order, ``since`` exclusivity, limits, the cap, blocking reads."""
+"""EventStore on a real Redis: order, ``since`` exclusivity, limits, the cap, blocking reads,
+and the policy entries ``PolicyStore`` writes from its script."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import redis
 from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError
 from controller.store.events import Event, EventStore
+from controller.store.policies import PolicyStore
 
 
 @pytest.fixture
@@ -88,3 +90,25 @@ def test_unreachable_redis_is_store_unavailable(unused_port: int) -> None:
     with pytest.raises(StoreUnavailableError, match=r"^Redis unavailable: "):
         store.read()
     client.close()
+
+
+def test_a_blocking_reader_wakes_for_a_policy_version(
+    store: EventStore, redis_client: redis.Redis
+) -> None:
+    """``PolicyStore`` writes its event from a Lua script; a follower still wakes for it."""
+    last = store.append("job", {"n": 0})
+    policies = PolicyStore(redis_client, events=store)
+    timer = threading.Timer(0.1, lambda: policies.put({"classes": {}}, author="a"))
+    timer.start()
+    try:
+        [event] = store.read(since=last, block_ms=5000)
+    finally:
+        timer.join()
+    assert (event.kind, event.data["version"], event.data["author"]) == ("policy", 1, "a")
+
+
+def test_the_stream_key_follows_the_prefix(redis_client: redis.Redis) -> None:
+    assert EventStore(redis_client, "blue").stream == "blue:events"
+    PolicyStore(redis_client, "blue").put({"classes": {}}, author="a")
+    assert [e.kind for e in EventStore(redis_client, "blue").read()] == ["policy"]
+    assert EventStore(redis_client).read() == []

@@ -1,4 +1,5 @@
-"""SwitchStore against a real Redis: snapshots, applied versions, heartbeats and liveness."""
+"""SwitchStore against a real Redis: snapshots, applied versions, heartbeats, liveness,
+and the pruning of controllers that stopped beating long ago."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import time
 import pytest
 import redis
 
-from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+from controller.store.switches import (
+    PRUNE_AFTER_S,
+    PortReport,
+    QueueReport,
+    SwitchReport,
+    SwitchStore,
+)
 
 QUEUE = QueueReport(
     queue_id=0, class_name="inference", min_bps=2_000, max_bps=10_000, priority=0, dscp=46
@@ -110,3 +117,80 @@ def test_no_heartbeat_means_no_live_switch(store: SwitchStore) -> None:
     store.report(report(1))
     assert store.live_controllers(10) == []
     assert store.live_reports(10) == []
+
+
+# ---- pruning controllers that stopped beating long ago -----------------------------------
+
+
+def test_a_heartbeat_prunes_only_controllers_silent_beyond_the_bound(
+    redis_client: redis.Redis,
+) -> None:
+    store = SwitchStore(redis_client, prune_after_s=100)
+    now = 1_700_000_000.0
+    store.heartbeat("ancient", now=now - 101)
+    store.heartbeat("late", now=now - 99)  # not live for the API, but not pruned either
+    store.heartbeat("fresh", now=now - 1)
+    assert store.heartbeat("beating", now=now) == ["ancient"]
+    members = redis_client.zrange("flowlane:controllers", 0, -1)
+    assert sorted(members) == ["beating", "fresh", "late"]
+    assert store.heartbeat("beating", now=now) == []  # nothing left to prune
+
+
+def test_pruning_forgets_the_switches_a_pruned_controller_still_owns(
+    redis_client: redis.Redis,
+) -> None:
+    store = SwitchStore(redis_client, prune_after_s=100)
+    now = time.time()
+    store.heartbeat("crashed", now=now - 500)
+    store.report(report(1, controller="crashed", applied=3))
+    store.report(report(2, controller="alive", applied=3))
+    store.report(report(3, controller="never-beat", applied=3))
+    assert store.heartbeat("alive", now=now) == ["crashed"]
+    assert [r.dpid for r in store.all()] == [2, 3]
+    assert sorted(store.applied()) == ["0000000000000002", "0000000000000003"]
+    assert sorted(redis_client.hkeys("flowlane:switch-owners")) == [
+        "0000000000000002",
+        "0000000000000003",
+    ]
+
+
+def test_pruning_keeps_a_switch_another_controller_took_over(redis_client: redis.Redis) -> None:
+    """The new owner confirmed a version before sending its full snapshot: the switch stays."""
+    store = SwitchStore(redis_client, prune_after_s=100)
+    now = time.time()
+    store.heartbeat("crashed", now=now - 500)
+    store.report(report(1, controller="crashed", applied=3))
+    store.set_applied(1, 4, "successor")  # the snapshot still names "crashed"
+    assert store.heartbeat("successor", now=now) == ["crashed"]
+    assert [(r.dpid, r.controller) for r in store.all()] == [(1, "crashed")]
+    assert store.applied() == {"0000000000000001": 4}
+    assert store.live_switches(10) == ["0000000000000001"]
+
+
+def test_the_default_bound_spares_a_controller_that_is_merely_late(store: SwitchStore) -> None:
+    now = time.time()
+    store.heartbeat("late", now=now - 60)
+    store.report(report(1, controller="late"))
+    assert store.heartbeat("other", now=now) == []
+    assert [r.dpid for r in store.all()] == [1]
+    assert store.prune_after_s == PRUNE_AFTER_S
+
+
+def test_remove_controller_keeps_a_switch_another_controller_took_over(
+    store: SwitchStore,
+) -> None:
+    store.heartbeat("old")
+    store.heartbeat("new")
+    store.report(report(1, controller="old"))
+    store.report(report(2, controller="old"))
+    store.set_applied(2, 5, "new")
+    store.remove_controller("old")
+    assert [r.dpid for r in store.all()] == [2]
+    assert store.applied() == {"0000000000000002": 5}
+    assert store.live_controllers(60) == ["new"]
+
+
+@pytest.mark.parametrize("bound", [0.0, -1.0])
+def test_the_prune_bound_must_be_positive(redis_client: redis.Redis, bound: float) -> None:
+    with pytest.raises(ValueError, match=r"^prune_after_s must be positive"):
+        SwitchStore(redis_client, prune_after_s=bound)

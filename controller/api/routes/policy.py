@@ -2,6 +2,9 @@
 
 Writes are compare-and-set through ``If-Match`` (the ETag is the version), so
 two operators editing the same version cannot silently overwrite each other.
+A write whose document is the active one's stores nothing and answers that
+version with ``unchanged: true``.  The store's script also records each new
+version on the events stream, so a version never exists without its event.
 ``?wait=applied`` holds the answer until every live switch confirms the new
 version.  The store's calls are blocking Redis round trips; they run in the
 thread pool so a slow Redis never stalls the event loop.
@@ -30,18 +33,19 @@ from controller.api.schemas import (
     HistoryOut,
     PlanOut,
     PolicyOut,
+    PolicyWriteOut,
     RollbackIn,
     ValidationErrorOut,
     WaitTimeoutOut,
 )
 from controller.api.services import Services, ServicesDep
 from controller.api.settings import ApiSettings
-from controller.api.waiting import wait_applied
+from controller.api.waiting import require_live_switch, wait_applied
 from controller.policy.errors import FieldError
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.errors import StoreUnavailableError, UnknownVersionError
-from controller.store.policies import ANY_VERSION, PolicyVersion
+from controller.store.policies import ANY_VERSION, PolicyVersion, PolicyWrite
 
 HISTORY_DEFAULT = 50
 HISTORY_MAX = 500
@@ -60,7 +64,18 @@ _INVALID: Responses = {
     422: {"model": ValidationErrorOut, "description": "Invalid input: every error with its path"}
 }
 _WRITE: Responses = {
-    200: {"description": "Stored and active (and applied, with wait=applied)", "headers": _ETAG},
+    201: {"description": "Stored and active (and applied, with wait=applied)", "headers": _ETAG},
+    200: {
+        "model": PolicyWriteOut,
+        "description": "Unchanged: the document is the active version's already; nothing was"
+        " stored or announced, and this is the active version (`unchanged: true`)",
+        "headers": _ETAG,
+    },
+    409: {
+        "model": ErrorOut,
+        "description": "wait=applied and no live switch: nothing stored (or, if every switch"
+        " left during the wait, stored and active but applied nowhere, with its ETag)",
+    },
     412: {"model": ConflictOut, "description": "If-Match / If-None-Match names another version"},
     **_INVALID,
     **_UNAVAILABLE,
@@ -139,13 +154,15 @@ def _history(services: Services, limit: int) -> HistoryOut:
     )
 
 
-def _rollback(services: Services, version: int, options: WriteOptions) -> PolicyVersion:
+def _rollback(services: Services, version: int, options: WriteOptions) -> PolicyWrite:
     old = services.policies.get(version)
     if old is None:
         raise UnknownVersionError(version)
     # Stored documents were valid when written; the model may have grown stricter since,
     # and the controller must never be handed a document it would refuse.
     parse_policy(old.document, source=f"version {version}")
+    if options.wait:
+        require_live_switch(services)
     return services.policies.rollback(
         version,
         author=options.author,
@@ -154,30 +171,18 @@ def _rollback(services: Services, version: int, options: WriteOptions) -> Policy
     )
 
 
-def _announce(services: Services, stored: PolicyVersion) -> None:
-    """Record the new version on the events stream, next to the jobs and reclassifications."""
-    services.events.append(
-        "policy",
-        {
-            "version": stored.version,
-            "author": stored.author,
-            "comment": stored.comment,
-            "rollback_of": stored.rollback_of,
-        },
-    )
-
-
 async def _written(
-    services: Services, stored: PolicyVersion, options: WriteOptions, response: Response
-) -> PolicyOut:
-    """The answer to a write that is stored: announced, after the wait if asked, and applied.
+    services: Services, write: PolicyWrite, options: WriteOptions, response: Response
+) -> PolicyWriteOut:
+    """The answer to a write that is stored (or was active already): after the wait if
+    asked, with the versions the switches run.
 
     Redis failing from here on must not hide that the version exists: the 503
     then names it (and carries its ETag), so a client does not write it twice.
     """
+    stored = write.policy
     etag = f'"{stored.version}"'
     try:
-        await run_in_threadpool(_announce, services, stored)
         if options.wait:
             await wait_applied(services, stored.version, options.timeout_s)
         applied = await run_in_threadpool(services.live_applied)
@@ -189,7 +194,8 @@ async def _written(
             version=stored.version,
         ) from None
     response.headers["ETag"] = etag
-    return PolicyOut.of(stored, applied)
+    response.status_code = 200 if write.unchanged else 201
+    return PolicyWriteOut.of_write(write, applied)
 
 
 def build_router(settings: ApiSettings) -> APIRouter:
@@ -261,30 +267,39 @@ def build_router(settings: ApiSettings) -> APIRouter:
         response.headers["ETag"] = f'"{active.version}"'
         return PolicyOut.of(active, applied)
 
-    @router.put("", response_model=PolicyOut, responses=_WRITE, openapi_extra=POLICY_BODY)
+    @router.put(
+        "",
+        status_code=201,
+        response_model=PolicyWriteOut,
+        responses=_WRITE,
+        openapi_extra=POLICY_BODY,
+    )
     async def put_policy(
         request: Request,
         response: Response,
         services: ServicesDep,
         options: Annotated[WriteOptions, options_dep],
-    ) -> PolicyOut:
-        """Validate the document, store it as the next version and make it active (200).
+    ) -> PolicyWriteOut:
+        """Validate the document, store it as the next version and make it active (201).
 
         Nothing is stored when the document is invalid (422, every error with
-        its path) or the precondition fails (412).
+        its path), the precondition fails (412), or the document is the active
+        version's already (200 with that version and `unchanged: true`).
         """
         document, _ = await read_policy(request)
         expected = await run_in_threadpool(options.expected_version, services)
-        stored = await run_in_threadpool(
+        if options.wait:
+            await run_in_threadpool(require_live_switch, services)
+        written = await run_in_threadpool(
             partial(
-                services.policies.put,
+                services.policies.write,
                 document,
                 author=options.author,
                 comment=options.comment,
                 expected_version=expected,
             )
         )
-        return await _written(services, stored, options, response)
+        return await _written(services, written, options, response)
 
     @router.post(
         "/plan",
@@ -315,8 +330,12 @@ def build_router(settings: ApiSettings) -> APIRouter:
 
     @router.post(
         "/rollback",
-        response_model=PolicyOut,
-        responses={**_WRITE, 404: {"model": ErrorOut, "description": "No such version"}},
+        status_code=201,
+        response_model=PolicyWriteOut,
+        responses={
+            **_WRITE,
+            404: {"model": ErrorOut, "description": "No such version (or trimmed from history)"},
+        },
         openapi_extra=model_body(RollbackIn),
     )
     async def rollback_policy(
@@ -324,13 +343,14 @@ def build_router(settings: ApiSettings) -> APIRouter:
         response: Response,
         services: ServicesDep,
         options: Annotated[WriteOptions, options_dep],
-    ) -> PolicyOut:
-        """Store an old version's document as the next version (history only grows).
+    ) -> PolicyWriteOut:
+        """Store an old version's document as the next version (history moves forward).
 
-        Body: ``{"version": N}``.
+        Body: ``{"version": N}``.  Rolling back to the active document stores
+        nothing (200, `unchanged: true`); a version trimmed from the history is 404.
         """
         body = parse_model(await request.body(), RollbackIn)
-        stored = await run_in_threadpool(_rollback, services, body.version, options)
-        return await _written(services, stored, options, response)
+        written = await run_in_threadpool(_rollback, services, body.version, options)
+        return await _written(services, written, options, response)
 
     return router

@@ -1,0 +1,437 @@
+"""``flowlane up`` keeps its stack running and its data; the controller stops cleanly.
+
+No Open vSwitch is needed: the controller listens with no switch connected,
+or with a scripted OpenFlow 1.3 peer that answers the handshake, the
+multipart requests and the barriers (a switch with an empty flow table that
+accepts every flow mod).  Every process is started with its own session and
+stopped by PID; the tests look for leftovers by session id.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from controller.cli.main import app
+from controller.cli.up import (
+    LOCK_FILE,
+    StackError,
+    default_data_dir,
+    open_data_dir,
+    redis_args,
+)
+from controller.store.client import connect
+from controller.store.switches import SwitchStore
+
+REPO = Path(__file__).resolve().parents[2]
+POLICY = """
+classes:
+  inference: {priority: 0, dscp: 46, min_rate: 20%}
+  training:  {priority: 1, dscp: 26, min_rate: 80%}
+default_class: inference
+rules:
+  - {name: iperf, match: {tcp_dst: 5201}, class: training}
+ports: {rate: 1Gbit}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def _stat(pid: int) -> list[str] | None:
+    """Fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def alive(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def session_members(sid: int) -> list[int]:
+    """Live processes of session ``sid``: what a process started with its own session left."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields is not None and fields[0] != "Z" and int(fields[3]) == sid:
+                members.append(int(entry.name))
+    return members
+
+
+def children(pid: int) -> dict[str, int]:
+    """Live children of ``pid`` by role: redis-server, controller or api."""
+    found: dict[str, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        fields = _stat(int(entry.name))
+        if fields is None or fields[0] == "Z" or int(fields[1]) != pid:
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if b"redis-server" in argv[0]:
+                found["redis-server"] = int(entry.name)
+            elif b"controller" in argv[3:4] or b"api" in argv[3:4]:
+                found[argv[3].decode()] = int(entry.name)
+    return found
+
+
+def stop(process: subprocess.Popen[bytes], timeout_s: float = 20) -> None:
+    """By PID: SIGTERM, then SIGKILL for the process and anything left in its session."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+    for pid in session_members(process.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+# ---- a scripted OpenFlow 1.3 peer ---------------------------------------------------------
+
+OFPT_HELLO, OFPT_ECHO_REQUEST, OFPT_ECHO_REPLY, OFPT_FEATURES_REQUEST = 0, 2, 3, 5
+OFPT_FEATURES_REPLY, OFPT_MULTIPART_REQUEST, OFPT_MULTIPART_REPLY = 6, 18, 19
+OFPT_BARRIER_REQUEST, OFPT_BARRIER_REPLY = 20, 21
+HEADER = struct.Struct("!BBHI")
+
+
+class FakeSwitch:
+    """Connects to the controller and answers it until the controller hangs up."""
+
+    def __init__(self, port: int, dpid: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        self.dpid = dpid
+        self.hung_up = threading.Event()
+        self.barriers = 0
+        self.sock.sendall(HEADER.pack(4, OFPT_HELLO, 8, 1))
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _reply(self, kind: int, xid: int, body: bytes = b"") -> None:
+        self.sock.sendall(HEADER.pack(4, kind, 8 + len(body), xid) + body)
+
+    def _run(self) -> None:
+        buffer = b""
+        while True:
+            try:
+                data = self.sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                self.hung_up.set()
+                return
+            buffer += data
+            while len(buffer) >= HEADER.size:
+                _, kind, length, xid = HEADER.unpack_from(buffer)
+                if len(buffer) < length:
+                    break
+                message, buffer = buffer[:length], buffer[length:]
+                if kind == OFPT_FEATURES_REQUEST:
+                    self._reply(
+                        OFPT_FEATURES_REPLY,
+                        xid,
+                        struct.pack("!QIBB2xII", self.dpid, 0, 254, 0, 0, 0),
+                    )
+                elif kind == OFPT_ECHO_REQUEST:
+                    self._reply(OFPT_ECHO_REPLY, xid)
+                elif kind == OFPT_MULTIPART_REQUEST:  # an empty reply of the asked type
+                    self._reply(OFPT_MULTIPART_REPLY, xid, message[8:10] + b"\0" * 6)
+                elif kind == OFPT_BARRIER_REQUEST:
+                    self.barriers += 1
+                    self._reply(OFPT_BARRIER_REPLY, xid)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+# ---- pure pieces ----------------------------------------------------------------------------
+
+
+def test_the_data_directory_is_the_systems_for_root_and_the_users_otherwise() -> None:
+    assert default_data_dir(0, Path("/root")) == Path("/var/lib/flowlane")
+    assert default_data_dir(1000, Path("/home/ana")) == Path("/home/ana/.local/share/flowlane")
+
+
+def test_the_private_redis_persists_unless_ephemeral(tmp_path: Path) -> None:
+    persistent = redis_args(7000, tmp_path, persistent=True)
+    assert persistent[:6] == ["--port", "7000", "--bind", "127.0.0.1", "--dir", str(tmp_path)]
+    assert persistent[persistent.index("--appendonly") + 1] == "yes"
+    assert persistent[persistent.index("--appendfsync") + 1] == "everysec"
+    assert "--save" not in persistent  # Redis's default snapshots stay on
+    ephemeral = redis_args(7000, tmp_path, persistent=False)
+    assert ephemeral[ephemeral.index("--appendonly") + 1] == "no"
+    assert ephemeral[ephemeral.index("--save") + 1] == ""
+
+
+def test_the_data_directory_is_private_and_held_by_one_stack(tmp_path: Path) -> None:
+    directory = tmp_path / "a" / "data"
+    with open_data_dir(directory) as lock:
+        assert (directory.stat().st_mode & 0o777) == 0o700
+        assert (directory / LOCK_FILE).read_text() == f"{os.getpid()}\n"
+        assert os.get_inheritable(lock) is False  # only the redis-server child gets it
+        with pytest.raises(StackError, match="is in use by another flowlane up"):  # noqa: SIM117
+            with open_data_dir(directory):
+                pass
+    with open_data_dir(directory):  # released with the stack
+        pass
+
+
+def test_a_data_directory_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "data"
+    path.write_text("")
+    with pytest.raises(StackError, match=f"--data-dir {path}: exists and is not a directory"):  # noqa: SIM117
+        with open_data_dir(path):
+            pass
+
+
+def test_ephemeral_with_an_external_redis_is_a_usage_error() -> None:
+    result = CliRunner().invoke(app, ["up", "--ephemeral", "--redis-url", "redis://x:1/0"])
+    assert result.exit_code == 2
+    assert "--ephemeral is for the private Redis" in result.output
+
+
+# ---- the controller process ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def controller_process(
+    tmp_path: Path, redis_url: str
+) -> Iterator[tuple[subprocess.Popen[bytes], int, Path]]:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    log = tmp_path / "controller.log"
+    ofp_port = free_port()
+    args = ["--policy", str(policy), "--ofp-port", str(ofp_port), "--metrics-port", "0"]
+    args += ["--redis-url", redis_url, "--no-qos", "--audit-interval", "0.5"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "controller", "controller", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
+    try:
+        wait_for(
+            "the controller to listen",
+            lambda: process.poll() is not None or "listening for OpenFlow" in log.read_text(),
+            30,
+        )
+        assert process.poll() is None, log.read_text()
+        yield process, ofp_port, log
+    finally:
+        stop(process)
+
+
+def sigterm_exit(process: subprocess.Popen[bytes]) -> tuple[int | None, float]:
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(5)
+    except subprocess.TimeoutExpired:
+        code = None
+    return code, time.monotonic() - started
+
+
+def problems(log: Path) -> list[str]:
+    return [
+        line
+        for line in log.read_text().splitlines()
+        if " ERROR " in line or "Traceback" in line or "uncaught exception" in line
+    ]
+
+
+def test_the_controller_stops_on_sigterm_with_status_0_and_leaves_nothing(
+    tmp_path: Path, start_redis: Callable[[int | None], object]
+) -> None:
+    server = start_redis(None)
+    url: str = server.url  # type: ignore[attr-defined]
+    switches = SwitchStore(connect(url))
+    with controller_process(tmp_path, url) as (process, _, log):
+        controller_id = f"{socket.gethostname()}:{process.pid}"
+        wait_for("a heartbeat", lambda: controller_id in switches.live_controllers(10), 10)
+        code, took = sigterm_exit(process)
+        assert code == 0, log.read_text()
+        assert took < 2.0, f"stopping took {took:.2f} s"
+        assert session_members(process.pid) == []
+        assert controller_id not in switches.live_controllers(60)
+        assert problems(log) == []
+
+
+def test_the_controller_hangs_up_its_switches_and_stops_within_2_s(
+    tmp_path: Path, start_redis: Callable[[int | None], object]
+) -> None:
+    server = start_redis(None)
+    url: str = server.url  # type: ignore[attr-defined]
+    switches = SwitchStore(connect(url))
+    with controller_process(tmp_path, url) as (process, ofp_port, log):
+        first, second = FakeSwitch(ofp_port, 0xA1), FakeSwitch(ofp_port, 0xA2)
+        try:
+            wait_for(
+                "both switches reported",
+                lambda: {r.dpid for r in switches.live_reports(10)} == {0xA1, 0xA2},
+                15,
+            )
+            code, took = sigterm_exit(process)
+            assert code == 0, log.read_text()
+            assert took < 2.0, f"stopping took {took:.2f} s"
+            assert first.hung_up.wait(1) and second.hung_up.wait(1)
+            assert session_members(process.pid) == []
+            assert switches.all() == []  # a clean stop takes its switches' reports along
+            assert switches.live_controllers(60) == []
+            assert problems(log) == []
+        finally:
+            first.close()
+            second.close()
+
+
+def test_a_switch_that_hangs_up_is_noticed_at_once(
+    tmp_path: Path, start_redis: Callable[[int | None], object]
+) -> None:
+    """os-ken's native hub used to notice only when the next request went out."""
+    server = start_redis(None)
+    url: str = server.url  # type: ignore[attr-defined]
+    switches = SwitchStore(connect(url))
+    with controller_process(tmp_path, url) as (process, ofp_port, log):
+        switch = FakeSwitch(ofp_port, 0xB1)
+        wait_for("the switch reported", lambda: switches.all() != [], 15)
+        switch.close()
+        wait_for("the switch forgotten", lambda: switches.all() == [], 2)
+        assert "switch 00000000000000b1 disconnected" in log.read_text()
+        code, _ = sigterm_exit(process)
+        assert code == 0
+
+
+# ---- flowlane up -----------------------------------------------------------------------------
+
+
+def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    data = tmp_path / "data"
+    api_port = free_port()
+    api = f"http://127.0.0.1:{api_port}"
+    log = tmp_path / "up.log"
+    args = ["--policy", str(policy), "--data-dir", str(data), "--api-port", str(api_port)]
+    args += ["--ofp-port", str(free_port()), "--metrics-port", "0"]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "controller", "up", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+        )
+    seen: set[int] = set()
+    try:
+        wait_for(
+            "flowlane up",
+            lambda: process.poll() is not None or "flowlane is up" in log.read_text(),
+            60,
+        )
+        assert process.poll() is None, log.read_text()
+        first = children(process.pid)
+        assert set(first) == {"redis-server", "controller", "api"}
+        seen.update(first.values())
+
+        # A second stack on the same data directory is refused: one writer per AOF.
+        other = subprocess.run(
+            [sys.executable, "-m", "controller", "up", "--data-dir", str(data)],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            timeout=30,
+        )
+        assert other.returncode == 1
+        assert "is in use by another flowlane up" in other.stderr
+
+        # The controller is killed: it is started again and beats again.
+        os.kill(first["controller"], signal.SIGKILL)
+
+        def new_controller_ready() -> bool:
+            now = children(process.pid)
+            seen.update(now.values())
+            pid = now.get("controller")
+            if pid is None or pid == first["controller"]:
+                return False
+            ready = httpx.get(f"{api}/readyz", timeout=1)
+            return ready.status_code == 200 and any(
+                c.endswith(f":{pid}") for c in ready.json()["controllers"]
+            )
+
+        wait_for("the controller restarted and ready", new_controller_ready, 20)
+        assert f"controller (pid {first['controller']}) was killed by SIGKILL" in log.read_text()
+
+        # A policy stored before Redis is killed is there once Redis is back.
+        document = {**yaml.safe_load(POLICY), "default_class": "training"}
+        stored = httpx.put(f"{api}/v1/policy", json=document, timeout=10)
+        assert stored.status_code in (200, 201), stored.text
+        version = stored.json()["version"]
+        assert version == 2
+        os.kill(first["redis-server"], signal.SIGKILL)
+
+        def policy_back() -> bool:
+            now = children(process.pid)
+            seen.update(now.values())
+            if now.get("redis-server") in (None, first["redis-server"]):
+                return False
+            try:
+                answer = httpx.get(f"{api}/v1/policy", timeout=1)
+            except httpx.HTTPError:
+                return False
+            return answer.status_code == 200 and answer.json()["version"] == version
+
+        wait_for("the policy back after the Redis restart", policy_back, 20)
+        answer = httpx.get(f"{api}/v1/policy", timeout=5).json()
+        assert answer["policy"]["default_class"] == "training"
+
+        # SIGTERM stops every child, and the data directory is free again.
+        seen.update(children(process.pid).values())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, log.read_text()
+        assert [pid for pid in seen if alive(pid)] == []
+        with (data / LOCK_FILE).open() as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert "flowlane stopped" in log.read_text()
+    finally:
+        stop(process, timeout_s=30)
+        for pid in seen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
