@@ -36,6 +36,7 @@ bench: ovs scenarios
 	.venv/bin/python mininet/bench_propagation.py --out bench-propagation.json
 	.venv/bin/python mininet/bench_detection.py --out bench-detection.json
 	.venv/bin/python mininet/bench_classifier.py
+	.venv/bin/python mininet/bench_soak.py --out bench-soak.json
 
 lint: setup
 	.venv/bin/ruff check .

@@ -254,11 +254,13 @@ class Ovsdb:
                 continue
             if OWNER_KEY in owner:
                 freed.append(owner[OWNER_KEY])
-                args += ["--", "destroy", "qos", qos["_uuid"]]
+                # --if-exists: another collector (the harness, a second controller) may have
+                # destroyed it since the read, and that must not fail this transaction.
+                args += ["--", "--if-exists", "destroy", "qos", qos["_uuid"]]
         for queue in self._table("queue", "_uuid,external_ids"):
             owner = queue["external_ids"] if isinstance(queue["external_ids"], dict) else {}
             if OWNER_KEY in owner and queue["_uuid"] not in qos_queues:
-                args += ["--", "destroy", "queue", queue["_uuid"]]
+                args += ["--", "--if-exists", "destroy", "queue", queue["_uuid"]]
         if args:
             self._run(args, freed)
         return freed

@@ -84,7 +84,13 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
                 flows = httpx.get(f"{stack.api}/v1/flows", timeout=10).json()["flows"]
                 return [f for f in flows if f["why"] == "job:llama-finetune"]
 
-            harness.wait_for("the flow view to name the job", lambda: bool(job_flows()), 15)
+            # The view follows the switch's counters, which the datapath refreshes about
+            # twice a second: wait until it has counted most of the 200 KB transfer.
+            harness.wait_for(
+                "the flow view to name the job with the transfer's bytes",
+                lambda: any(int(str(f["bytes"])) > 100_000 for f in job_flows()),
+                15,
+            )
             viewed = job_flows()
         finally:
             for process in (iperf, capture):
