@@ -90,16 +90,6 @@ def _proc_status(pid: int) -> dict[str, int]:
     return fields
 
 
-def _metric(port: int, name: str) -> float:
-    import httpx
-
-    total = 0.0
-    for line in httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import faults
     import harness
@@ -178,7 +168,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                             "t": round(now - started, 1),
                             "rss_kib": status["VmRSS"],
                             "threads": status["Threads"],
-                            "tracked": _metric(metrics_port, "flowlane_tracked_flows"),
+                            "tracked": faults.metric(metrics_port, "flowlane_tracked_flows"),
                             "counted": harness.ofctl("dump-flows", SWITCH, "table=3").count(
                                 "cookie="
                             ),
@@ -190,9 +180,9 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             harness.stop_process(load)
         # Quiet now: jobs expire, the last policy stays; one more audit must find nothing.
         time.sleep(8)
-        drift_before = _metric(metrics_port, "flowlane_drift_repairs_total")
+        drift_before = faults.metric(metrics_port, "flowlane_drift_repairs_total")
         time.sleep(2 * AUDIT_INTERVAL_S + 1)
-        drift_after = _metric(metrics_port, "flowlane_drift_repairs_total")
+        drift_after = faults.metric(metrics_port, "flowlane_drift_repairs_total")
         problems = ctl.problems()
         api_problems = harness.log_problems((workdir / "api.log").read_text(errors="replace"))
         client.close()
