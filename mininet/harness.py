@@ -42,6 +42,8 @@ SOCKET_BUFFERS = {"rmem_default": 8 * 1024 * 1024, "wmem_default": 16 * 1024 * 1
 """Buffers of the userspace datapath's packet sockets; deploy/start-ovs.sh says why."""
 FABRIC_OWNERS = frozenset({Owner.FORWARDING, Owner.PLACEMENT, Owner.DISCOVERY})
 """Entries a fabric controller derives from what it discovered, not from the policy alone."""
+HOST_CONGESTION_CONTROL = "cubic"
+"""TCP congestion control of every Mininet host (see ``network``)."""
 REQUIRED_TOOLS = ("ovs-vsctl", "ovs-ofctl", "ovs-vswitchd", "tc", "ethtool", "iperf3", "mnexec")
 
 
@@ -407,7 +409,11 @@ def user_switch(protocols: str = "OpenFlow13") -> Callable[..., OVSSwitch]:
 def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator[Mininet]:
     """A started Mininet network with TX checksum offload off on every host.
 
-    TCP through the userspace datapath stalls with offload on. The
+    TCP through the userspace datapath stalls with offload on. Every host
+    runs ``HOST_CONGESTION_CONTROL`` whatever the machine's default is (these
+    machines default to BBR): BBR holds a FIFO queue near one round trip, so a
+    FIFO baseline's latency would depend on the machine more than on the
+    queue, and cubic is what most training hosts run. The
     controller reconnect back-off is cut to 1 s so a restarted controller is
     found quickly.  ``rstp_root`` turns on RSTP on every bridge, with that
     bridge as the root: a fabric with loops (leaf-spine) forwards with
@@ -440,9 +446,11 @@ def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator
                     ],
                     check=True,
                 )
+        _allow_congestion_control()
         for host in net.hosts:
             for intf in host.intfList():
                 host.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
+            _set_congestion_control(host)
         for switch in net.switches:
             for uuid in (
                 subprocess.run(
@@ -464,6 +472,30 @@ def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator
         for node in net.controllers:  # RemoteController.stop() leaves its shell running
             node.terminate()
         Ovsdb().collect_garbage()
+
+
+def _allow_congestion_control() -> None:
+    """Let network namespaces choose ``HOST_CONGESTION_CONTROL``.
+
+    A namespace may only pick an algorithm the machine allows, and these
+    machines allow just ``reno bbr``. Adding one to the list changes nothing
+    for anything already running, so it is left in place afterwards.
+    """
+    allowed_file = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+    allowed = allowed_file.read_text().split()
+    if HOST_CONGESTION_CONTROL not in allowed:
+        allowed_file.write_text(" ".join([*allowed, HOST_CONGESTION_CONTROL]))
+
+
+def _set_congestion_control(host: Any) -> None:
+    key = "net.ipv4.tcp_congestion_control"
+    host.cmd(f"sysctl -q -w {key}={HOST_CONGESTION_CONTROL}")
+    current = host.cmd(f"sysctl -n {key}").strip()
+    if current != HOST_CONGESTION_CONTROL:
+        raise PrerequisiteError(
+            f"host {host.name}: {key} is {current!r}, not {HOST_CONGESTION_CONTROL!r}"
+            " (is the tcp_cubic module available?)"
+        )
 
 
 def host_popen(host: Any, args: list[str], **kwargs: Any) -> subprocess.Popen[str]:

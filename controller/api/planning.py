@@ -1,13 +1,19 @@
 """``POST /v1/policy/plan``: what a policy would change on each switch, computed, not applied.
 
-Pure: a policy and switch reports in, the response model out.  The flows
-are planned with the controller's own planner and compared with the
-controller's own diff, so the plan shown is what an apply would send.
+Pure: a policy, switch reports, the registered jobs and the fabric snapshot
+in, the response model out.  The flows come from the controller's own
+``desired_state`` and are compared with the controller's own diff, so the
+plan shown is what an apply would send: registered jobs, the detector
+overrides the switch holds (kept when the detection section is unchanged,
+as the controller keeps them) and, in fabric mode, the forwarding and the
+placed elephants of the published fabric all count.  Groups and meters are
+not in a switch's report, so the plan lists flow entries and port queues.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from controller.api.schemas import (
     FlowChangesOut,
@@ -16,6 +22,9 @@ from controller.api.schemas import (
     QueueChangesOut,
     SwitchPlanOut,
 )
+from controller.classify.reclassify import adopted_overrides
+from controller.fabric.paths import pinned_paths
+from controller.fabric.snapshot import FabricSnapshot, pins_of, topology_of
 from controller.pipeline.describe import (
     FlowChanges,
     QueueChanges,
@@ -24,8 +33,10 @@ from controller.pipeline.describe import (
     format_queue,
     queue_changes,
 )
+from controller.pipeline.desired import FabricInputs, desired_state
 from controller.pipeline.flows import FIELD_BITS, FlowKey, InstalledFlow, MatchField, make_match
-from controller.pipeline.planner import plan_switch
+from controller.policy.detection import DetectionSpec
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.plan import plan_port_qos
 from controller.store.switches import FlowRecord, PortReport, SwitchReport
@@ -80,9 +91,46 @@ def plan_port(policy: Policy, port: PortReport) -> PortPlanOut:
     )
 
 
-def plan_report(policy: Policy, report: SwitchReport, applied: int | None) -> SwitchPlanOut:
-    plan = plan_switch(policy, {port.name: port.number for port in report.ports})
-    flows = flow_changes((installed_flow(record) for record in report.flows), plan.flows)
+def fabric_inputs_of(
+    snapshot: FabricSnapshot | None, dpid: int, port_numbers: Iterable[int]
+) -> FabricInputs | None:
+    """What fabric forwarding needs, read back from the controller's published snapshot."""
+    if snapshot is None:
+        return None
+    topology = topology_of(snapshot)
+    facing_switches = topology.fabric_ports(dpid)
+    edge = frozenset(n for n in port_numbers if n not in facing_switches)
+    return FabricInputs(topology, edge, pinned_paths(topology, pins_of(snapshot)))
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """What decides a switch's entries besides the policy, as the API can read it back."""
+
+    jobs: Sequence[JobSpec] = ()
+    fabric: FabricSnapshot | None = None
+    enforced_detection: DetectionSpec | None = None
+    """The detection section of the active policy: overrides survive only an unchanged one."""
+
+
+def plan_report(
+    policy: Policy, report: SwitchReport, applied: int | None, live: LiveState | None = None
+) -> SwitchPlanOut:
+    live = live or LiveState()
+    installed = [installed_flow(record) for record in report.flows]
+    port_numbers = {port.name: port.number for port in report.ports}
+    # The controller keeps its overrides across a policy change unless the detection
+    # section changed (then it starts over); the switch holds the ones it keeps.
+    kept = policy.detection is not None and policy.detection == live.enforced_detection
+    plan = desired_state(
+        policy,
+        report.dpid,
+        port_numbers,
+        adopted_overrides(policy, installed) if kept else {},
+        live.jobs,
+        fabric_inputs_of(live.fabric, report.dpid, port_numbers.values()),
+    )
+    flows = flow_changes(installed, plan.flows)
     ports = [plan_port(policy, port) for port in report.ports]
     in_sync = flows.empty and all(
         not (p.queues.added or p.queues.changed or p.queues.removed)
@@ -104,8 +152,9 @@ def plan_switches(
     reports: Iterable[SwitchReport],
     applied: Mapping[str, int],
     active_version: int | None,
+    live: LiveState | None = None,
 ) -> PlanOut:
     return PlanOut(
         active_version=active_version,
-        switches=[plan_report(policy, r, applied.get(r.dpid_hex)) for r in reports],
+        switches=[plan_report(policy, r, applied.get(r.dpid_hex), live) for r in reports],
     )

@@ -11,6 +11,7 @@ from fastapi import Depends, Request
 from controller.api.settings import ApiSettings
 from controller.store.client import connect
 from controller.store.events import EventStore
+from controller.store.fabric import FabricStore
 from controller.store.flows import FlowStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
@@ -26,6 +27,7 @@ class Services:
     jobs: JobStore
     events: EventStore
     flows: FlowStore
+    fabric: FabricStore
 
     @staticmethod
     def connect(settings: ApiSettings) -> Services:
@@ -43,6 +45,7 @@ class Services:
             JobStore(client, settings.prefix),
             events,
             FlowStore(client, settings.prefix),
+            FabricStore(client, settings.prefix),
         )
 
     def live_reports(self) -> list[SwitchReport]:

@@ -41,6 +41,7 @@ from rich.markup import escape
 
 from controller.cli.render import err, out
 from controller.cli.supervise import Supervisor, exit_text
+from controller.store.policies import HISTORY_LIMIT
 
 DATA_DIR_ENV = "FLOWLANE_DATA_DIR"
 LOCK_FILE = "flowlane.lock"
@@ -290,6 +291,9 @@ def up(
     ofp_host: Annotated[str, typer.Option(help="OpenFlow listen address")] = "127.0.0.1",
     ofp_port: Annotated[int, typer.Option(help="OpenFlow listen port")] = 6653,
     metrics_port: Annotated[int, typer.Option(help="Controller /metrics port (0 disables)")] = 9100,
+    history_limit: Annotated[
+        int, typer.Option(min=1, help="Policy versions kept (flowlane api --history-limit)")
+    ] = HISTORY_LIMIT,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;
     stop them all on Ctrl-C."""
@@ -341,6 +345,7 @@ def up(
             controller_child = _Child("controller", [*flowlane, "controller", *controller_args])
             stack.start(controller_child)
             api_args = ["--host", api_host, "--port", str(api_port), "--redis-url", redis_url]
+            api_args += ["--history-limit", str(history_limit)]
             api_child = _Child("api", [*flowlane, "api", *api_args])
             stack.start(api_child)
             api = f"http://{api_host}:{api_port}"

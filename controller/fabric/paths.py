@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import networkx as nx
 
+from controller.classify.flows import IP_PROTO_TCP, FlowId
 from controller.fabric.model import Link, Path, PortRef, Topology
 
 if TYPE_CHECKING:
@@ -219,3 +220,20 @@ def reverse_path(topology: Topology, path: Path) -> Path | None:
     except (KeyError, ValueError):
         return None
     return tuple((link.dst.dpid, link.dst.port) for link in reversed(links))
+
+
+def pinned_paths(topology: Topology, pins: Mapping[FlowId, Path]) -> dict[FlowId, Path]:
+    """Every pinned flow's path and, for TCP, its ACKs on the same links backwards.
+
+    Both the controller and the API's dry-run plan build the pinned entries
+    from this, so they agree on what a placement installs.
+    """
+    paths = dict(pins)
+    for flow, path in pins.items():
+        back = flow.reversed()
+        if flow.ip_proto != IP_PROTO_TCP or back in paths:
+            continue
+        reverse = reverse_path(topology, path)
+        if reverse:
+            paths[back] = reverse
+    return paths

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from controller.classify.flows import ETH_TYPE_IPV6, FlowId
+from controller.classify.flows import ETH_TYPE_IPV4, ETH_TYPE_IPV6, FlowId
 from controller.fabric.model import Host, Link, Path, PortRef, Topology
 
 LINK = "link"
@@ -256,6 +256,25 @@ def topology_of(snapshot: FabricSnapshot) -> Topology:
         ),
         capacity_bps={view.src.ref: view.capacity_bps for view in snapshot.links},
     )
+
+
+def pinned_flow(pinned: PinnedView) -> FlowId:
+    """The flow a pinned view describes (the inverse of ``pinned_view``)."""
+    protocols = {name: number for number, name in _PROTOCOLS.items()}
+    ip_proto = protocols.get(pinned.protocol)
+    if ip_proto is None:
+        ip_proto = int(pinned.protocol)
+    src, dst = ipaddress.ip_address(pinned.src), ipaddress.ip_address(pinned.dst)
+    eth_type = ETH_TYPE_IPV6 if src.version == 6 else ETH_TYPE_IPV4
+    return FlowId(eth_type, ip_proto, int(src), int(dst), pinned.src_port, pinned.dst_port)
+
+
+def pins_of(snapshot: FabricSnapshot) -> dict[FlowId, Path]:
+    """The placed flows of a snapshot and their paths, as the controller holds them."""
+    return {
+        pinned_flow(pinned): tuple((hop.dpid, hop.port) for hop in pinned.path)
+        for pinned in snapshot.pinned
+    }
 
 
 def port_names_of(snapshot: FabricSnapshot) -> dict[PortRef, str]:

@@ -92,9 +92,10 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         super().stop()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
+        """Start a loop or a one-off job; finished ones are forgotten, so the list stays short."""
         thread = threading.Thread(target=target, name=name, daemon=True)
         thread.start()
-        self._threads.append(thread)
+        self._threads = [t for t in self._threads if t.is_alive()] + [thread]
 
     def set_policy(self, policy: Policy, version: int | None = None) -> None:
         """Swap the active policy and bring every connected switch to it."""

@@ -22,7 +22,7 @@ from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.classify.records import ObservedFlow
 from controller.fabric.demand import FlowDemandInput, estimate_demands
 from controller.fabric.model import Host, Link, Path, PortRef, Topology
-from controller.fabric.paths import reverse_path
+from controller.fabric.paths import pinned_paths
 from controller.fabric.placement import Elephant, Pin, PlacementSettings, place
 from controller.fabric.snapshot import (
     FabricEvent,
@@ -123,16 +123,7 @@ class FabricShell:
             return FabricInputs(self._topology, edge, self._pinned_paths())
 
     def _pinned_paths(self) -> dict[FlowId, Path]:
-        """Every pinned flow's path, and for TCP its ACKs on the same links backwards."""
-        paths = {flow: pin.path for flow, pin in self._pins.items()}
-        for flow, pin in self._pins.items():
-            back = flow.reversed()
-            if flow.ip_proto != IP_PROTO_TCP or back in paths:
-                continue
-            reverse = reverse_path(self._topology, pin.path)
-            if reverse:
-                paths[back] = reverse
-        return paths
+        return pinned_paths(self._topology, {flow: pin.path for flow, pin in self._pins.items()})
 
     def switch_ports(self, dpid: int, ports: Sequence[PortState]) -> None:
         """The worker read (or updated) the switch's ports: adopt them, drop what went down."""

@@ -23,17 +23,18 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import redis
-from pydantic import ValidationError
 
 from controller.classify.flows import ETH_TYPE_IPV6
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
+from controller.openflow.outbox import Outbox
 from controller.policy.errors import PolicyError
-from controller.policy.jobs import JobSpec
+from controller.policy.jobs import JobSpec, stored_jobs
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.client import connect
@@ -141,8 +142,8 @@ class RedisLink:
         self._check_s = check_s
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
-        self._unsent: dict[int, SwitchReport | None] = {}
         self._latest: dict[int, SwitchReport] = {}
+        self._outbox = Outbox()
         """The last report of every connected switch: re-sent whenever Redis comes back,
         since a Redis that restarted may have lost them and the app only reports changes."""
         self._enforced: Enforced | None = None
@@ -249,6 +250,7 @@ class RedisLink:
         self._stopping.set()
         if self._beater is not None:
             self._beater.join(timeout=1.0)
+        self._outbox.stop(timeout_s=0.5)
         if not self._healthy:
             return
         with contextlib.suppress(StoreUnavailableError):
@@ -283,7 +285,6 @@ class RedisLink:
                     # leave a switch on an old version, nor a store that lost data unseen.
                     self._check()
                     self._refresh_jobs()  # also how expired jobs leave the switches
-                    self._flush()
                     next_check = now + self._check_s
                 message = pubsub.get_message(timeout=min(0.5, self._check_s))
                 if message is not None and message.get("type") == "message":
@@ -296,8 +297,9 @@ class RedisLink:
 
     def _resend_reports(self) -> None:
         with self._lock:
-            for dpid, report in self._latest.items():
-                self._unsent.setdefault(dpid, report)
+            latest = list(self._latest.items())
+        for dpid, report in latest:
+            self._put_report(dpid, report)
 
     def _on_announcement(self, data: str) -> None:
         try:
@@ -310,13 +312,9 @@ class RedisLink:
         self._check()
 
     def _refresh_jobs(self) -> None:
-        jobs = []
-        for record in self.jobs.all():
-            try:
-                jobs.append(JobSpec.from_document(record.name, record.document))
-            except ValidationError as exc:
-                LOG.error("job %s in Redis does not validate; ignored: %s", record.name, exc)
-        current = tuple(jobs)
+        current, invalid = stored_jobs((r.name, r.document) for r in self.jobs.all())
+        for name, exc in invalid:
+            LOG.error("job %s in Redis does not validate; ignored: %s", name, exc)
         if current != self._jobs:
             self._jobs = current
             if self._apply_jobs is not None:
@@ -373,17 +371,21 @@ class RedisLink:
         previous = self._regression
         since = previous.since if previous is not None else time.time()
         flag = RegressionFlag(self.controller_id, regression, since)
+        # Raise the sequence before anyone can see the flag: an operator who reads it and
+        # writes at once must get a version above the enforced one. Every check, not once:
+        # a store that lost data once may lose it again.
+        self.policies.reserve_through(regression.enforced)
         self._regression = flag
-        if previous is None:
+        if previous is None or previous.regression.kind != regression.kind:
+            # A new finding (a half-restored store may first look "gone", then "older").
             LOG.warning("%s", flag.message())
             if self._metrics is not None:
                 self._metrics.store_regressions.labels(regression.kind).inc()
                 self._metrics.store_regressed.set(1)
-            self._record("store-regression", flag)
+            if previous is None:
+                self._record("store-regression", flag)
         elif previous.regression != regression:
             LOG.warning("%s", flag.message())
-        # Every check, not once: a store that lost data once may lose it again.
-        self.policies.reserve_through(regression.enforced)
         self.epochs.flag(flag)
 
     def _recovered(self, view: StoreView) -> None:
@@ -417,37 +419,47 @@ class RedisLink:
         except StoreUnavailableError as exc:
             LOG.warning("%s event not recorded: %s", kind, exc)
 
-    # ---- reports from the app -----------------------------------------------
+    # ---- reports from the app (on switch workers: queued, never waiting on Redis) ------
+
+    def drain(self, timeout_s: float = 5.0) -> bool:
+        """Wait until every report handed over so far is in Redis; False on timeout."""
+        return self._outbox.flush(timeout_s)
+
+    @property
+    def pending_writes(self) -> int:
+        """Reports and events handed over and not yet in Redis."""
+        return self._outbox.pending
 
     def switch_synced(self, report: SyncReport) -> None:
-        if self._healthy:
-            with contextlib.suppress(StoreUnavailableError):
-                self.switches.set_applied(report.dpid, report.policy_version, self.controller_id)
-        self._send(report.dpid, switch_report(report, self.controller_id))
+        dpid, version = report.dpid, report.policy_version
+        self._outbox.put(
+            ("applied", dpid),
+            f"applied version of switch {dpid:016x}",
+            lambda: self.switches.set_applied(dpid, version, self.controller_id),
+        )
+        self._send(dpid, switch_report(report, self.controller_id))
 
     def switch_gone(self, dpid: int) -> None:
         self._send(dpid, None)
-        with contextlib.suppress(StoreUnavailableError):
-            self.flows.remove(dpid)
+        self._outbox.put(
+            ("flows", dpid), f"flow view of switch {dpid:016x}", lambda: self.flows.remove(dpid)
+        )
 
     def flows_reclassified(self, changes: list[Reclassification]) -> None:
-        """One event per reclassification; lost (and logged) while Redis is down."""
-        try:
-            for change in changes:
-                self.events.append(
-                    "reclassified",
-                    {
-                        "switch": f"{change.dpid:016x}",
-                        "flow": str(change.flow),
-                        "from": change.from_class,
-                        "to": change.to_class,
-                        "reason": change.reason,
-                        "bytes": change.bytes,
-                        "latency_s": change.latency_s,
-                    },
-                )
-        except StoreUnavailableError as exc:
-            LOG.warning("%d reclassification event(s) not recorded: %s", len(changes), exc)
+        """One event per reclassification, in order; held while Redis is down."""
+        for change in changes:
+            data = {
+                "switch": f"{change.dpid:016x}",
+                "flow": str(change.flow),
+                "from": change.from_class,
+                "to": change.to_class,
+                "reason": change.reason,
+                "bytes": change.bytes,
+                "latency_s": change.latency_s,
+            }
+            self._outbox.append(
+                "reclassification event", partial(self.events.append, "reclassified", data)
+            )
 
     def flows_observed(self, dpid: int, flows: list[ObservedFlow]) -> None:
         records = [
@@ -468,66 +480,36 @@ class RedisLink:
             )
             for seen in flows
         ]
-        with contextlib.suppress(StoreUnavailableError):
-            self.flows.publish(dpid, records)
+        self._outbox.put(
+            ("flows", dpid),
+            f"flow view of switch {dpid:016x}",
+            partial(self.flows.publish, dpid, records),
+        )
 
     def fabric_changed(self, snapshot: FabricSnapshot) -> None:
-        """Publish the fabric snapshot; skipped while Redis is known to be down.
-
-        A snapshot is a whole state, not a change: the next one replaces one
-        lost to an outage, so nothing is queued, and a Redis the follower saw
-        fail costs the caller nothing.
-        """
-        if not self._healthy:
-            return
-        try:
-            self.fabric.publish(snapshot)
-        except (StoreUnavailableError, redis.RedisError) as exc:
-            LOG.warning("fabric snapshot not published: %s", exc)
-        except Exception:
-            LOG.exception("fabric snapshot not published")
+        """Publish the fabric snapshot: a whole state, so only the latest is kept."""
+        self._outbox.put("fabric", "fabric snapshot", partial(self.fabric.publish, snapshot))
 
     def fabric_events(self, events: list[FabricEvent]) -> None:
-        """One stream entry per event, with its kind; lost (and logged) while Redis is down."""
-        if not events:
-            return
-        if not self._healthy:
-            LOG.warning("%d fabric event(s) not recorded: Redis unavailable", len(events))
-            return
-        recorded = 0
-        try:
-            for event in events:
-                self.events.append(event.kind, event.data)
-                recorded += 1
-        except (StoreUnavailableError, redis.RedisError) as exc:
-            LOG.warning("%d fabric event(s) not recorded: %s", len(events) - recorded, exc)
-        except Exception:
-            LOG.exception("%d fabric event(s) not recorded", len(events) - recorded)
+        """One stream entry per event, with its kind, in order; held while Redis is down."""
+        for event in events:
+            self._outbox.append(
+                f"{event.kind} event", partial(self.events.append, event.kind, event.data)
+            )
 
     def _send(self, dpid: int, report: SwitchReport | None) -> None:
+        """Queue the switch's report; the latest is kept to re-send to a Redis that lost it."""
         with self._lock:
-            self._unsent[dpid] = report
             if report is None:
                 self._latest.pop(dpid, None)
             else:
                 self._latest[dpid] = report
-        if self._healthy:
-            self._flush()
+        self._put_report(dpid, report)
 
-    def _flush(self) -> None:
-        """Deliver the latest report of each switch; keep them while Redis is down."""
-        with self._lock:
-            pending, self._unsent = self._unsent, {}
-        failed: dict[int, SwitchReport | None] = {}
-        for dpid, report in pending.items():
-            try:
-                if report is None:
-                    self.switches.remove(dpid)
-                else:
-                    self.switches.report(report)
-            except StoreUnavailableError:
-                failed[dpid] = report
-        if failed:
-            with self._lock:
-                for dpid, report in failed.items():
-                    self._unsent.setdefault(dpid, report)
+    def _put_report(self, dpid: int, report: SwitchReport | None) -> None:
+        write = (
+            partial(self.switches.remove, dpid)
+            if report is None
+            else partial(self.switches.report, report)
+        )
+        self._outbox.put(("report", dpid), f"report of switch {dpid:016x}", write)

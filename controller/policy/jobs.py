@@ -15,7 +15,7 @@ ranges and networks the API validated.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from typing import Annotated, Any
 
 from pydantic import (
@@ -24,6 +24,7 @@ from pydantic import (
     Field,
     PlainSerializer,
     PlainValidator,
+    ValidationError,
     WithJsonSchema,
     field_validator,
 )
@@ -152,6 +153,24 @@ class JobSpec(BaseModel):
     def from_document(name: str, document: dict[str, Any]) -> JobSpec:
         """The job a stored ``document`` describes (raises ``ValidationError`` if it is not one)."""
         return JobSpec.model_validate({**document, "name": name})
+
+
+def stored_jobs(
+    documents: Iterable[tuple[str, dict[str, Any]]],
+) -> tuple[tuple[JobSpec, ...], list[tuple[str, ValidationError]]]:
+    """The jobs of stored ``(name, document)`` pairs, and the ones that do not validate.
+
+    The controller installs the jobs, and the API's dry-run plan shows them,
+    from this one reading, so both skip the same invalid records.
+    """
+    specs: list[JobSpec] = []
+    invalid: list[tuple[str, ValidationError]] = []
+    for name, document in documents:
+        try:
+            specs.append(JobSpec.from_document(name, document))
+        except ValidationError as exc:
+            invalid.append((name, exc))
+    return tuple(specs), invalid
 
 
 def job_errors(spec: JobSpec, class_names: Collection[str]) -> list[FieldError]:

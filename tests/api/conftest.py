@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pytest
@@ -14,7 +14,9 @@ from prometheus_client import CollectorRegistry
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
-from controller.pipeline.planner import plan_switch
+from controller.classify.flows import FlowId
+from controller.pipeline.desired import FabricInputs, desired_state
+from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
 from controller.qos.plan import plan_port_qos
 from controller.store.policies import PolicyStore
@@ -102,10 +104,21 @@ def report_switch(switches: SwitchStore) -> ReportSwitch:
     return report
 
 
-def synced_report(dpid: int, document: dict[str, Any], applied: int) -> SwitchReport:
-    """A switch that holds exactly what ``document`` plans: flows and queues."""
+def synced_report(
+    dpid: int,
+    document: dict[str, Any],
+    applied: int,
+    *,
+    overrides: Mapping[FlowId, str] | None = None,
+    jobs: Sequence[JobSpec] = (),
+    fabric: FabricInputs | None = None,
+) -> SwitchReport:
+    """A switch that holds exactly what the controller plans for ``document``: flows and queues,
+    with the given detector overrides, jobs and fabric."""
     policy = parse_policy(document)
-    plan = plan_switch(policy, {port.name: port.number for port in PORTS})
+    plan = desired_state(
+        policy, dpid, {port.name: port.number for port in PORTS}, overrides, jobs, fabric
+    )
     ports = []
     for port in PORTS:
         qos = plan_port_qos(policy, port.name, port.link_bps)

@@ -7,6 +7,7 @@ import time
 import networkx as nx
 import pytest
 
+from controller.classify.flows import FlowId
 from controller.fabric.model import Link, PortRef, Topology
 from controller.fabric.paths import (
     FabricGraph,
@@ -14,6 +15,7 @@ from controller.fabric.paths import (
     next_hops,
     next_hops_to,
     path_links,
+    pinned_paths,
     reverse_path,
     shortest_paths,
 )
@@ -283,6 +285,20 @@ def test_reverse_path_crosses_the_same_links_backwards() -> None:
     forward_links = path_links(topology, path)
     assert path_links(topology, back) == tuple(link.reversed() for link in reversed(forward_links))
     assert back[0][0] == 0x102  # starts at the destination switch
+
+
+def test_pinned_tcp_flows_get_their_acks_pinned_backwards_and_udp_flows_do_not() -> None:
+    topology = _leaf_spine_for_reverse()
+    path = shortest_paths(topology, 0x101, 0x102)[0]
+    tcp = FlowId(0x0800, 6, 0x0A000001, 0x0A000002, 40000, 5201)
+    udp = FlowId(0x0800, 17, 0x0A000001, 0x0A000002, 40000, 4791)
+    paths = pinned_paths(topology, {tcp: path, udp: path})
+    assert paths[tcp] == paths[udp] == path
+    assert paths[tcp.reversed()] == reverse_path(topology, path)
+    assert udp.reversed() not in paths
+    # a reverse direction placed on its own keeps its own path
+    own = shortest_paths(topology, 0x102, 0x101)[-1]
+    assert pinned_paths(topology, {tcp: path, tcp.reversed(): own})[tcp.reversed()] == own
 
 
 def test_reverse_path_of_a_broken_path_is_none() -> None:

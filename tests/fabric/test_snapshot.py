@@ -18,7 +18,9 @@ from controller.fabric.snapshot import (
     mac_text,
     parse_mac,
     physical_links,
+    pinned_flow,
     pinned_view,
+    pins_of,
     placement_event,
     reroute_event,
     topology_events,
@@ -161,6 +163,31 @@ def test_a_pinned_view_describes_the_flow_and_its_path() -> None:
         (LEAF1, 3, "s1-eth3"),
         (SPINE1, 2, None),
     ]
+
+
+@pytest.mark.parametrize(
+    "flow",
+    [
+        ELEPHANT,
+        FlowId(0x0800, 6, 0x0A000001, 0x0A000002, 40000, 5201),
+        FlowId(0x86DD, 6, 0x20010DB8 << 96 | 1, 0x20010DB8 << 96 | 2, 40000, 5201),
+    ],
+)
+def test_pins_read_back_from_a_snapshot_are_the_flows_and_paths_placed(flow: FlowId) -> None:
+    path = ((LEAF1, 3), (SPINE1, 2), (LEAF2, 1))
+    pinned = pinned_view(
+        flow,
+        traffic_class="training",
+        rate_bps=1e8,
+        demand_bps=2e8,
+        since=1.0,
+        path=path,
+        port_names=NAMES,
+    )
+    snapshot = build_snapshot("c", 1.0, leaf_spine(), NAMES, {}, [pinned])
+    restored = FabricSnapshot.model_validate_json(snapshot.model_dump_json())
+    assert pinned_flow(restored.pinned[0]) == flow
+    assert pins_of(restored) == {flow: path}
 
 
 def test_topology_of_rebuilds_what_the_snapshot_was_built_from() -> None:

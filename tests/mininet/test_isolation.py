@@ -46,7 +46,9 @@ def test_flowlane_keeps_inference_latency_far_below_fifo(
     results: dict[str, isolation.ModeResult],
 ) -> None:
     flowlane, fifo = results["flowlane"], results["fifo"]
-    assert flowlane.loaded["errors"] == 0 and fifo.loaded["errors"] == 0
+    # FIFO may lose requests outright (cubic fills the one queue; a request stuck behind
+    # it times out); flowlane loses none
+    assert flowlane.loaded["errors"] == 0
     # p50 separates by an order of magnitude; the p99 tail on a 2-core machine running
     # the userspace datapath is partly CPU scheduling, so its margin is smaller.
     assert flowlane.loaded["latency_ms"]["p50"] * 4 < fifo.loaded["latency_ms"]["p50"]

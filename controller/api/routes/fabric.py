@@ -34,7 +34,6 @@ from controller.fabric.snapshot import (
     topology_of,
 )
 from controller.policy.errors import FieldError
-from controller.store.fabric import FabricStore
 
 MAX_PATHS = 64
 """ECMP paths listed at most: a 16-leaf x 8-spine fabric has 8 per leaf pair."""
@@ -72,12 +71,8 @@ class PathsOut(BaseModel):
     )
 
 
-def _store(services: Services) -> FabricStore:
-    return FabricStore(services.redis, services.settings.prefix)
-
-
 def _snapshot(services: Services) -> FabricSnapshot:
-    snapshot = _store(services).read()
+    snapshot = services.fabric.read()
     if snapshot is None:
         raise ApiError(404, NO_SNAPSHOT)
     return snapshot

@@ -14,6 +14,7 @@ annotations of the routes built inside ``build_router`` at run time, and
 those name values local to it (the settings' limits, the options dependency).
 """
 
+import contextlib
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
@@ -25,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from controller.api.documents import model_body, parse_model, validate_body
 from controller.api.errors import ApiError, invalid_input
 from controller.api.openapi import POLICY_BODY
-from controller.api.planning import plan_switches
+from controller.api.planning import LiveState, plan_switches
 from controller.api.schemas import (
     ConflictOut,
     ErrorOut,
@@ -41,7 +42,8 @@ from controller.api.schemas import (
 from controller.api.services import Services, ServicesDep
 from controller.api.settings import ApiSettings
 from controller.api.waiting import require_live_switch, wait_applied
-from controller.policy.errors import FieldError
+from controller.policy.errors import FieldError, PolicyError
+from controller.policy.jobs import stored_jobs
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.errors import StoreUnavailableError, UnknownVersionError
@@ -198,6 +200,21 @@ async def _written(
     return PolicyWriteOut.of_write(write, applied)
 
 
+def _live_state(services: Services, policy: Policy) -> tuple[int | None, LiveState]:
+    """The active version and what the controller plans besides the policy, read from Redis."""
+    active = services.policies.active()
+    enforced = None
+    if active is not None:
+        with contextlib.suppress(PolicyError):  # a stored version that no longer validates
+            enforced = parse_policy(active.document, f"version {active.version}").detection
+    jobs, _ = stored_jobs((record.name, record.document) for record in services.jobs.all())
+    fabric = services.fabric.read() if policy.forwarding.fabric else None
+    return (
+        active.version if active is not None else None,
+        LiveState(jobs, fabric, enforced),
+    )
+
+
 def build_router(settings: ApiSettings) -> APIRouter:
     """The routes; the wait limits come from ``settings``, so the OpenAPI schema states them."""
     router = APIRouter(prefix="/v1/policy", tags=["policy"])
@@ -315,8 +332,8 @@ def build_router(settings: ApiSettings) -> APIRouter:
         _, policy = await read_policy(request)
         reports = await run_in_threadpool(services.live_reports)
         applied = await run_in_threadpool(services.switches.applied)
-        active = await run_in_threadpool(services.policies.active_version)
-        return await run_in_threadpool(plan_switches, policy, reports, applied, active)
+        live = await run_in_threadpool(_live_state, services, policy)
+        return await run_in_threadpool(plan_switches, policy, reports, applied, *live)
 
     @router.get("/history", response_model=HistoryOut, responses={**_INVALID, **_UNAVAILABLE})
     async def policy_history(
