@@ -74,7 +74,12 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
         harness.wait_for(
             f"{switches} switches to report",
             lambda: (
-                len(httpx.get(f"{stack.api}/v1/switches", timeout=5).json()["switches"]) == switches
+                len(
+                    httpx.get(f"{stack.api}/v1/switches", timeout=5, headers=stack.headers).json()[
+                        "switches"
+                    ]
+                )
+                == switches
             ),
             60,
         )
@@ -84,7 +89,8 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
             response = httpx.put(
                 f"{stack.api}/v1/policy",
                 json=document,
-                params={"wait": "applied", "timeout": 30, "author": "bench"},
+                params={"wait": "applied", "timeout": 30},
+                headers=stack.headers,
                 timeout=60,
             )
             elapsed = time.perf_counter() - started

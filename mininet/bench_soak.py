@@ -136,7 +136,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                 str(args.flows / 5),
             ],
         )
-        client = httpx.Client(base_url=api, timeout=10)
+        client = httpx.Client(base_url=api.url, headers=api.headers, timeout=10)
         started = time.monotonic()
         next_policy = next_job = next_sample = started
         try:

@@ -198,15 +198,35 @@ def persistent_redis(workdir: Path) -> Iterator[PersistentRedis]:
         server.stop()
 
 
+@dataclass(frozen=True)
+class Api:
+    url: str
+    headers: dict[str, str]
+    """An admin's ``Authorization``: the token the API bootstrapped on its empty store."""
+
+
 @contextlib.contextmanager
-def api(redis_url: str, log_path: Path) -> Iterator[str]:
-    """A ``flowlane api`` process on a free port; yields its URL, stops it by PID after."""
+def api(redis_url: str, log_path: Path) -> Iterator[Api]:
+    """A ``flowlane api`` process on a free port (on a store without tokens: it writes its
+    bootstrap admin token); yields its URL and that token, stops it by PID after."""
     import httpx
 
     port = harness.free_port()
+    token_file = log_path.with_name(f"{log_path.stem}-token")
     log = log_path.open("wb")
     process = subprocess.Popen(
-        [harness.PYTHON, "-m", "controller", "api", "--port", str(port), "--redis-url", redis_url],
+        [
+            harness.PYTHON,
+            "-m",
+            "controller",
+            "api",
+            "--port",
+            str(port),
+            "--redis-url",
+            redis_url,
+            "--token-file",
+            str(token_file),
+        ],
         stdout=log,
         stderr=subprocess.STDOUT,
         cwd=harness.REPO,
@@ -224,7 +244,8 @@ def api(redis_url: str, log_path: Path) -> Iterator[str]:
 
     try:
         harness.wait_for("the API to answer", answers, 30)
-        yield url
+        harness.wait_for_token(token_file, process, lambda: log_path.read_text(errors="replace"))
+        yield Api(url, harness.bearer_header(token_file))
     finally:
         harness.stop_process(process)
         log.close()

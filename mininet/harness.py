@@ -195,9 +195,32 @@ class StackProcess:
     process: subprocess.Popen[bytes]
     api: str
     log_path: Path
+    token_file: Path
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """An admin's ``Authorization`` header: the token the API bootstrapped."""
+        return bearer_header(self.token_file)
+
+
+def bearer_header(token_file: Path) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token_file.read_text().strip()}"}
+
+
+def wait_for_token(
+    token_file: Path, process: subprocess.Popen[Any], log: Callable[[], str]
+) -> None:
+    """Until the API has written its bootstrap admin token (it does once Redis answers)."""
+    wait_for(
+        "the API's bootstrap token",
+        lambda: process.poll() is not None or token_file.exists(),
+        30,
+    )
+    if not token_file.exists():
+        raise RuntimeError(f"no API token in {token_file}:\n{log()}")
 
 
 @contextmanager
@@ -213,6 +236,12 @@ def stack(
     process group is killed so nothing outlives the test.
     """
     api_port = free_port()
+    # With a data directory, its tokens outlive the stack: so does the file holding them.
+    token_file = (
+        data_dir / "admin-token" if data_dir is not None else log_path.with_name("admin-token")
+    )
+    if data_dir is None:
+        token_file.unlink(missing_ok=True)
     log = log_path.open("wb")
     process = subprocess.Popen(
         [
@@ -220,6 +249,8 @@ def stack(
             "-m",
             "controller",
             "up",
+            "--token-file",
+            str(token_file),
             "--policy",
             str(policy_file),
             "--api-port",
@@ -235,7 +266,7 @@ def stack(
         cwd=REPO,
         start_new_session=True,
     )
-    handle = StackProcess(process, f"http://127.0.0.1:{api_port}", log_path)
+    handle = StackProcess(process, f"http://127.0.0.1:{api_port}", log_path, token_file)
     try:
         wait_for(
             "flowlane up",
@@ -244,6 +275,7 @@ def stack(
         )
         if process.poll() is not None:
             raise RuntimeError(f"flowlane up exited with {process.returncode}:\n{handle.log()}")
+        wait_for_token(token_file, process, handle.log)
         yield handle
     finally:
         stop_process(process, timeout_s=20)

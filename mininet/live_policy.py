@@ -41,26 +41,28 @@ class Phase:
     apply_ms: float | None = None
 
 
-def _put(api: str, document: dict[str, Any], version: int) -> tuple[int, float]:
+def _put(
+    api: str, auth: dict[str, str], document: dict[str, Any], version: int
+) -> tuple[int, float]:
     started = time.monotonic()
     response = httpx.put(
         f"{api}/v1/policy",
         json=document,
-        params={"wait": "applied", "timeout": 20, "author": "live-policy scenario"},
-        headers={"If-Match": f'"{version}"'},
+        params={"wait": "applied", "timeout": 20, "comment": "live-policy scenario"},
+        headers={**auth, "If-Match": f'"{version}"'},
         timeout=30,
     )
     response.raise_for_status()
     return int(response.json()["version"]), 1000 * (time.monotonic() - started)
 
 
-def _rollback(api: str, to_version: int, current: int) -> tuple[int, float]:
+def _rollback(api: str, auth: dict[str, str], to_version: int, current: int) -> tuple[int, float]:
     started = time.monotonic()
     response = httpx.post(
         f"{api}/v1/policy/rollback",
         json={"version": to_version},
         params={"wait": "applied", "timeout": 20},
-        headers={"If-Match": f'"{current}"'},
+        headers={**auth, "If-Match": f'"{current}"'},
         timeout=30,
     )
     response.raise_for_status()
@@ -88,7 +90,7 @@ def run(config: isolation.ScenarioConfig, phase_s: float, workdir: Path) -> list
         client, server = net.get("infer1"), net.get("server")
 
         def active() -> tuple[int, dict[str, Any]]:
-            body = httpx.get(f"{stack.api}/v1/policy", timeout=10).json()
+            body = httpx.get(f"{stack.api}/v1/policy", timeout=10, headers=stack.headers).json()
             return int(body["version"]), body["policy"]
 
         def measure(name: str, version: int, apply_ms: float | None) -> None:
@@ -103,9 +105,11 @@ def run(config: isolation.ScenarioConfig, phase_s: float, workdir: Path) -> list
                 try:
                     time.sleep(config.ramp_s)
                     measure("isolation policy", first, None)
-                    moved, moved_ms = _put(stack.api, moved_to_training(document), first)
+                    moved, moved_ms = _put(
+                        stack.api, stack.headers, moved_to_training(document), first
+                    )
                     measure("inference moved to training", moved, moved_ms)
-                    back, back_ms = _rollback(stack.api, first, moved)
+                    back, back_ms = _rollback(stack.api, stack.headers, first, moved)
                     measure("rolled back", back, back_ms)
                 finally:
                     for process in iperfs:

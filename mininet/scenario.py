@@ -40,7 +40,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -316,7 +316,9 @@ class Runner:
         """Register the jobs through the REST API, as a scheduler would; wait for their flows."""
         assert session.api is not None
         for job in jobs:
-            response = httpx.post(f"{session.api}/v1/jobs", json=job, timeout=10)
+            response = httpx.post(
+                f"{session.api}/v1/jobs", json=job, timeout=10, headers=session.headers
+            )
             if response.status_code >= 300:
                 raise RunError(f"job {job['name']}: {response.status_code} {response.text}")
 
@@ -740,13 +742,21 @@ class _Session:
     log: Callable[[], str]
     exited: Callable[[], int | None]
     api: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    """An admin's ``Authorization`` for ``api``."""
 
 
 @contextmanager
 def _session(policy_file: Path, log: Path, ofp_port: int, with_api: bool) -> Iterator[_Session]:
     if with_api:
         with harness.stack(policy_file, log, ofp_port) as stack:
-            yield _Session(load_policy_file(policy_file), stack.log, stack.process.poll, stack.api)
+            yield _Session(
+                load_policy_file(policy_file),
+                stack.log,
+                stack.process.poll,
+                stack.api,
+                stack.headers,
+            )
     else:
         with harness.controller(policy_file, log, ofp_port) as ctl:
             yield _Session(ctl.policy, ctl.log, ctl.process.poll)

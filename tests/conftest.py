@@ -87,3 +87,12 @@ def start_redis(tmp_path: Path) -> Iterator[StartRedis]:
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture(autouse=True)
+def private_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No test reads or writes the user's own API token file (``~/.config/flowlane/token``)."""
+    path = tmp_path / "flowlane-token"
+    monkeypatch.setenv("FLOWLANE_TOKEN_FILE", str(path))
+    monkeypatch.delenv("FLOWLANE_TOKEN", raising=False)
+    return path

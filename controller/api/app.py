@@ -7,14 +7,19 @@ no state of its own, so any number of API processes can share one Redis.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.audit import AuditMiddleware
+from controller.api.auth import authorize
+from controller.api.bootstrap import bootstrap_admin
 from controller.api.errors import install_error_handlers
+from controller.api.guards import GuardMiddleware
 from controller.api.metrics import ApiMetrics, MetricsMiddleware
 from controller.api.openapi import install_openapi
 from controller.api.routes import (
@@ -26,6 +31,7 @@ from controller.api.routes import (
     metrics,
     policy,
     switches,
+    tokens,
 )
 from controller.api.schemas import RollbackIn
 from controller.api.services import Services
@@ -47,6 +53,14 @@ controllers report about their switches.
   without `wait`, a write is stored only.
 - Redis unreachable: 503 with `Retry-After` on every route that needs it,
   until it is back.
+- Every route but `/healthz` and `/readyz` needs a bearer token
+  (`Authorization: Bearer <token>`): `viewer` reads, `operator` also manages
+  jobs, `admin` also writes policy and manages tokens. 401 without a valid
+  token, 403 when its role is too low. The author of a version is the name
+  of the token that wrote it.
+- Writes take `application/json` bodies only (415 otherwise) and refuse
+  cross-origin browser requests (403). Every write and every refused
+  attempt is in the audit log (`GET /v1/audit`).
 """
 
 
@@ -59,12 +73,20 @@ def create_app(settings: ApiSettings) -> FastAPI:
         # does, once Redis is back (controller/store/epoch.py).
         with contextlib.suppress(StoreUnavailableError):
             await run_in_threadpool(EpochStore(services.redis, settings.prefix).ensure)
+        bootstrap = (
+            asyncio.create_task(bootstrap_admin(services.tokens, settings.token_file))
+            if settings.token_file is not None
+            else None
+        )
         try:
             yield
         finally:
+            if bootstrap is not None:
+                bootstrap.cancel()
             services.redis.close()
 
     app = FastAPI(
+        dependencies=[Depends(authorize)],
         title="flowlane",
         version="1",
         description=DESCRIPTION,
@@ -76,11 +98,15 @@ def create_app(settings: ApiSettings) -> FastAPI:
             {"name": "flows", "description": "Tracked flows, and why each has its class"},
             {"name": "fabric", "description": "Topology, paths and pinned elephants"},
             {"name": "events", "description": "Policy versions, jobs and reclassifications"},
+            {"name": "access", "description": "API tokens and the audit log (admin)"},
             {"name": "health", "description": "Liveness, readiness and metrics"},
         ],
     )
     app.state.services = services
     install_error_handlers(app)
+    # The last added runs first: metrics see everything, the audit sees refusals by the guard.
+    app.add_middleware(GuardMiddleware)
+    app.add_middleware(AuditMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=ApiMetrics(settings.registry))
     app.include_router(health.router)
     app.include_router(policy.build_router(settings))
@@ -89,6 +115,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(flows.router)
     app.include_router(fabric.router)
     app.include_router(events.router)
+    app.include_router(tokens.router)
     app.include_router(metrics.router)
     install_openapi(app, body_models=[RollbackIn])
     return app

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel
 
+from controller.api.auth import mark_openapi
 from controller.policy.model import Policy
 
 POLICY_SCHEMA = "Policy"
@@ -137,6 +138,7 @@ def install_openapi(app: FastAPI, body_models: Sequence[type[BaseModel]] = ()) -
                 for name, nested in definition.pop("$defs", {}).items():
                     components.setdefault(name, nested)
                 components.setdefault(model.__name__, definition)
+            mark_openapi(schema)
             app.openapi_schema = schema
         return app.openapi_schema
 

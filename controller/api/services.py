@@ -16,6 +16,10 @@ from controller.store.flows import FlowStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchReport, SwitchStore
+from controller.store.tokens import TokenStore
+
+AUDIT_MAX_LEN = 100_000
+"""Audit entries kept (about: the stream is trimmed approximately)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,8 @@ class Services:
     events: EventStore
     flows: FlowStore
     fabric: FabricStore
+    tokens: TokenStore
+    audit: EventStore
 
     @staticmethod
     def connect(settings: ApiSettings) -> Services:
@@ -46,6 +52,8 @@ class Services:
             events,
             FlowStore(client, settings.prefix),
             FabricStore(client, settings.prefix),
+            TokenStore(client, settings.prefix),
+            EventStore(client, settings.prefix, AUDIT_MAX_LEN, name="audit"),
         )
 
     def live_reports(self) -> list[SwitchReport]:

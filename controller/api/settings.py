@@ -4,6 +4,7 @@ and how much policy history it keeps."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
@@ -33,6 +34,9 @@ class ApiSettings:
     """How often a waiting request reads the applied versions (one small hash)."""
     history_limit: int = HISTORY_LIMIT
     """Policy versions kept; each write trims older ones (never the active one)."""
+    token_file: Path | None = None
+    """Where the first start on a store without tokens writes its admin token (mode 0600);
+    None: no bootstrap (tests create their tokens)."""
 
     def __post_init__(self) -> None:
         if self.controller_max_age_s <= 0:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from controller.api.settings import ApiSettings
+from controller.auth.files import TOKEN_FILE_ENV, default_token_file
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
 
@@ -37,11 +40,22 @@ def api(
             min=1, help="Policy versions kept; each write trims older ones, never the active one"
         ),
     ] = HISTORY_LIMIT,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=TOKEN_FILE_ENV,
+            help="Where a store without tokens gets its first admin token written (0600)"
+            " [default: ~/.config/flowlane/token]",
+            show_default=False,
+        ),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Serve the REST API: OpenAPI at /docs, metrics at /metrics.
 
-    It starts while Redis is down (routes answer 503 until it is back).
+    It starts while Redis is down (routes answer 503 until it is back). Every
+    route but /healthz and /readyz needs a token; on a store with none, the
+    first start creates an admin token and writes it to --token-file.
     """
     try:
         settings = ApiSettings(
@@ -51,6 +65,7 @@ def api(
             default_wait_timeout_s=wait_timeout,
             max_wait_timeout_s=max_wait_timeout,
             history_limit=history_limit,
+            token_file=token_file or default_token_file(os.environ, Path.home()),
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None

@@ -213,30 +213,36 @@ def event_line(event: dict[str, Any]) -> str:
     return f"{when(event.get('time'))}  {event.get('kind', '?'):<12}  {event_summary(event)}"
 
 
-def _print_events(events: list[dict[str, Any]], as_json: bool) -> None:
+def _print_events(
+    events: list[dict[str, Any]],
+    as_json: bool,
+    line: Callable[[dict[str, Any]], str] = event_line,
+) -> None:
     for event in events:
         if as_json:
             typer.echo(json.dumps(event, separators=(",", ":")))
         else:
-            out.print(event_line(event), highlight=False, soft_wrap=True)
+            out.print(line(event), highlight=False, soft_wrap=True)
 
 
-def _follow(
-    client: ApiClient,
+def follow_stream(
+    read: Callable[[dict[str, str | int]], Any],
     params: dict[str, str | int],
     *,
     limit: int,
     as_json: bool,
     interval_s: float,
     max_polls: int | None,
+    line: Callable[[dict[str, Any]], str] = event_line,
 ) -> None:
-    """Poll from the last id seen; a full page is followed at once, a short one after a pause."""
+    """Poll a stream route (events, audit) from the last id seen; a full page is followed at
+    once, a short one after a pause."""
     polls = 0
     while True:
-        body = client.events(params)
+        body = read(params)
         polls += 1
         events = body.get("events", [])
-        _print_events(events, as_json)
+        _print_events(events, as_json, line)
         if body.get("last_id"):
             params["since"] = body["last_id"]
         if max_polls is not None and polls >= max_polls:
@@ -284,8 +290,8 @@ def events(
         params["kind"] = kind
     try:
         if follow:
-            _follow(
-                client,
+            follow_stream(
+                client.events,
                 params,
                 limit=limit,
                 as_json=as_json,

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from controller.cli import jobs, policy, scenario
+from controller.auth.files import TOKEN_ENV, TOKEN_FILE_ENV
+from controller.cli import access, jobs, policy, scenario
 from controller.cli.api import api
 from controller.cli.controller import controller
 from controller.cli.fabric import paths, topology
 from controller.cli.flows import events, flows
-from controller.cli.remote import switches
+from controller.cli.remote import CREDENTIALS, switches
 from controller.cli.up import up
 
 app = typer.Typer(
@@ -17,7 +21,30 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+@app.callback()
+def main(
+    token: Annotated[
+        str | None,
+        typer.Option(envvar=TOKEN_ENV, help="API token (or $FLOWLANE_TOKEN)", show_envvar=False),
+    ] = None,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=TOKEN_FILE_ENV,
+            help="File holding the API token (default: ~/.config/flowlane/token, where the API"
+            " writes its first admin token)",
+        ),
+    ] = None,
+) -> None:
+    """flowlane: training and inference traffic classes on Open vSwitch."""
+    CREDENTIALS.token = token
+    CREDENTIALS.token_file = token_file
+
+
 app.add_typer(policy.app, name="policy")
+app.add_typer(access.token_app, name="token")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(scenario.app, name="scenario")
 app.command()(controller)
@@ -28,3 +55,4 @@ app.command()(events)
 app.command()(topology)
 app.command()(paths)
 app.command()(up)
+app.command()(access.audit)

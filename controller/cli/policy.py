@@ -9,7 +9,6 @@ the one judge of what is valid, with the same paths ``validate`` prints.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,9 +41,6 @@ app = typer.Typer(
 )
 
 FileArgument = Annotated[Path, typer.Argument(help="Policy YAML file", show_default=False)]
-AuthorOption = Annotated[
-    str | None, typer.Option(help="Who makes the change (default: $USER, else 'cli')")
-]
 CommentOption = Annotated[str, typer.Option(help="Why; shown in the history")]
 WaitOption = Annotated[
     bool,
@@ -106,10 +102,6 @@ def _document_or_exit(path: Path) -> object:
     except PolicyError as exc:
         print_policy_error(exc)
         raise typer.Exit(1) from None
-
-
-def _author(author: str | None) -> str:
-    return author or os.environ.get("USER") or "cli"
 
 
 # --------------------------------------------------------------------------------------------
@@ -339,7 +331,6 @@ def apply(
     wait: WaitOption = True,
     timeout: TimeoutOption = 30.0,
     comment: CommentOption = "",
-    author: AuthorOption = None,
     if_match: Annotated[
         int | None,
         typer.Option(min=1, help="Write only if this is still the active version (else exit 1)"),
@@ -354,7 +345,7 @@ def apply(
     did not confirm in time.
     """
     document = _document_or_exit(file)
-    write = WriteOptions(_author(author), comment, wait, timeout, if_match)
+    write = WriteOptions(comment, wait, timeout, if_match)
     try:
         body = ApiClient(api).put_policy(document, write)
     except ApiCallError as failure:
@@ -400,7 +391,6 @@ def rollback(
     wait: WaitOption = True,
     timeout: TimeoutOption = 30.0,
     comment: CommentOption = "",
-    author: AuthorOption = None,
     if_match: Annotated[
         int | None,
         typer.Option(min=1, help="Roll back only if this is still the active version"),
@@ -409,7 +399,7 @@ def rollback(
 ) -> None:
     """Store VERSION's document as the next version (history only grows); wait for switches
     as ``apply`` does (--store-only not to)."""
-    write = WriteOptions(_author(author), comment, wait, timeout, if_match)
+    write = WriteOptions(comment, wait, timeout, if_match)
     try:
         body = ApiClient(api).rollback(version, write)
     except ApiCallError as failure:

@@ -7,16 +7,23 @@ with a message written for an operator and an exit code a script can test:
   or job, a job while no policy exists)
 - 3: the API is unreachable, or answers that Redis is (503)
 - 4: the policy is stored and active, but some switches did not confirm it in time (504)
+- 5: no token, a bad one, or one whose role may not do this (401, 403)
 
 (2 stays typer's: a usage error.)  No traceback ever reaches the terminal.
+
+The token comes from ``flowlane --token``, else ``$FLOWLANE_TOKEN``, else the
+token file (``flowlane --token-file``, ``$FLOWLANE_TOKEN_FILE``, or the file
+the API writes its first admin token to: ``~/.config/flowlane/token``).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -24,6 +31,7 @@ import httpx
 import typer
 from rich.table import Table
 
+from controller.auth.files import TOKEN_ENV, default_token_file, read_token_file
 from controller.cli.render import err, out, print_policy_error
 from controller.policy.errors import FieldError, PolicyError
 from controller.policy.units import format_rate
@@ -36,6 +44,28 @@ WAIT_MARGIN_S = 10.0
 EXIT_REJECTED = 1
 EXIT_UNAVAILABLE = 3
 EXIT_NOT_APPLIED = 4
+EXIT_DENIED = 5
+
+
+@dataclass
+class Credentials:
+    """Where the CLI's token comes from; set once by the ``flowlane`` callback."""
+
+    token: str | None = None
+    token_file: Path | None = None
+
+    def resolve(self) -> str | None:
+        if self.token:
+            return self.token
+        if os.environ.get(TOKEN_ENV):
+            return os.environ[TOKEN_ENV]
+        return read_token_file(self.file())
+
+    def file(self) -> Path:
+        return self.token_file or default_token_file(os.environ, Path.home())
+
+
+CREDENTIALS = Credentials()
 
 ApiOption = Annotated[
     str,
@@ -99,6 +129,16 @@ def failure_of(response: httpx.Response) -> ApiCallError:
         return ApiCallError(
             f"conflict: you expected {wanted}, but {now}{hint}", EXIT_REJECTED, status, body
         )
+    if status == 401:
+        return ApiCallError(
+            f"not authorized: {detail}; pass --token, set ${TOKEN_ENV}, or put a token in"
+            f" {CREDENTIALS.file()}",
+            EXIT_DENIED,
+            status,
+            body,
+        )
+    if status == 403:
+        return ApiCallError(f"forbidden: {detail}", EXIT_DENIED, status, body)
     if status == 503:
         return ApiCallError(f"the API is not ready: {detail}", EXIT_UNAVAILABLE, status, body)
     if status == 504 and isinstance(body, dict):
@@ -114,9 +154,15 @@ def failure_of(response: httpx.Response) -> ApiCallError:
 class ApiClient:
     """The API's routes as methods returning decoded JSON; ``ApiCallError`` on any failure."""
 
-    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        transport: httpx.BaseTransport | None = None,
+        token: str | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self._transport = transport
+        self._token = token if token is not None else CREDENTIALS.resolve()
 
     def request(
         self,
@@ -127,6 +173,11 @@ class ApiClient:
         **kwargs: Any,
     ) -> Any:
         url = f"{self.base_url}{path}"
+        if self._token:
+            kwargs["headers"] = {
+                "Authorization": f"Bearer {self._token}",
+                **kwargs.get("headers", {}),
+            }
         try:
             with httpx.Client(transport=self._transport, timeout=timeout_s) as client:
                 response = client.request(method, url, **kwargs)
@@ -212,9 +263,9 @@ def encode(document: object) -> bytes:
 
 @dataclass(frozen=True)
 class WriteOptions:
-    """How a write is made: who, why, on which version, and whether to wait for the switches."""
+    """How a write is made: why, on which version, and whether to wait for the switches
+    (who is the token's name)."""
 
-    author: str
     comment: str = ""
     wait: bool = True
     timeout_s: float = 30.0
@@ -222,7 +273,7 @@ class WriteOptions:
 
     @property
     def params(self) -> dict[str, str]:
-        params = {"author": self.author}
+        params: dict[str, str] = {}
         if self.comment:
             params["comment"] = self.comment
         if self.wait:

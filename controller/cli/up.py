@@ -39,6 +39,7 @@ import redis
 import typer
 from rich.markup import escape
 
+from controller.auth.files import TOKEN_FILE_ENV, default_token_file
 from controller.cli.render import err, out
 from controller.cli.supervise import Supervisor, exit_text
 from controller.store.policies import HISTORY_LIMIT
@@ -294,6 +295,15 @@ def up(
     history_limit: Annotated[
         int, typer.Option(min=1, help="Policy versions kept (flowlane api --history-limit)")
     ] = HISTORY_LIMIT,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=TOKEN_FILE_ENV,
+            help="Where the API writes the first admin token of an empty store"
+            " [default: ~/.config/flowlane/token, where the CLI looks]",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;
     stop them all on Ctrl-C."""
@@ -346,6 +356,8 @@ def up(
             stack.start(controller_child)
             api_args = ["--host", api_host, "--port", str(api_port), "--redis-url", redis_url]
             api_args += ["--history-limit", str(history_limit)]
+            tokens = token_file or default_token_file(os.environ, Path.home())
+            api_args += ["--token-file", str(tokens)]
             api_child = _Child("api", [*flowlane, "api", *api_args])
             stack.start(api_child)
             api = f"http://{api_host}:{api_port}"
@@ -365,6 +377,7 @@ def up(
                 f"  metrics      {metrics}\n"
                 f"  Redis        {redis_url}\n"
                 f"  Redis data   {storage}\n"
+                f"  API token    {tokens} (the first admin token of an empty store)\n"
                 f"  pids         {pids}\n"
                 "A child that dies is started again. Ctrl-C stops everything.",
                 highlight=False,

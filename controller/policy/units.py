@@ -113,8 +113,9 @@ _DURATION_UNITS = {
     "s": Fraction(1),
     "m": Fraction(60),
     "h": Fraction(3600),
+    "d": Fraction(86400),
 }
-_DURATION_HINT = "use ms, s, m or h (e.g. 500ms, 1.5s, 2m) or a number of seconds"
+_DURATION_HINT = "use ms, s, m, h or d (e.g. 500ms, 1.5s, 2m, 30d) or a number of seconds"
 _NUMBER_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]+)\s*$")
 _BARE_NUMBER_RE = re.compile(r"^\s*\d+(?:\.\d+)?\s*$")
 
@@ -145,7 +146,7 @@ def parse_duration(value: object) -> float:
         number, unit = parsed.groups()
         multiplier = _DURATION_UNITS.get(unit.lower())
         if multiplier is None:
-            raise ValueError(f"unknown duration unit {unit!r} in {value!r}: use ms, s, m or h")
+            raise ValueError(f"unknown duration unit {unit!r} in {value!r}: use ms, s, m, h or d")
         seconds = Fraction(number) * multiplier
     if seconds <= 0:
         raise ValueError(f"duration must be positive, got {value!r}")

@@ -35,9 +35,16 @@ class Event:
 
 
 class EventStore:
-    def __init__(self, client: redis.Redis, prefix: str = "flowlane", max_len: int = 10_000):
+    def __init__(
+        self,
+        client: redis.Redis,
+        prefix: str = "flowlane",
+        max_len: int = 10_000,
+        name: str = "events",
+    ):
+        """``name`` picks the stream: ``events``, or ``audit`` for the API's audit log."""
         self._redis = client
-        self.stream = f"{prefix}:events"
+        self.stream = f"{prefix}:{name}"
         """The stream key: public because ``PolicyStore`` writes its entries from the Lua
         script that stores the version (same fields, same cap), so both land or neither."""
         self.max_len = max_len

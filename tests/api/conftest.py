@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -14,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
+from controller.auth.model import Role
 from controller.classify.flows import FlowId
 from controller.pipeline.desired import FabricInputs, desired_state
 from controller.policy.jobs import JobSpec
@@ -21,6 +23,7 @@ from controller.policy.load import parse_policy
 from controller.qos.plan import plan_port_qos
 from controller.store.policies import PolicyStore
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+from controller.store.tokens import TokenStore
 
 DOCUMENT: dict[str, Any] = {
     "classes": {
@@ -55,10 +58,30 @@ def settings(redis_url: str) -> ApiSettings:
     return ApiSettings(redis_url=redis_url, registry=CollectorRegistry())
 
 
+def bearer(
+    client: redis.Redis,
+    role: Role = Role.admin,
+    tenant: str | None = None,
+    name: str | None = None,
+) -> dict[str, str]:
+    """The header of a new token of ``role`` (named after it, or ``name``) in the store."""
+    name = name or f"test-{role.name}" + (f"-{tenant}" if tenant else "")
+    _, secret = TokenStore(client).create(name, role, tenant=tenant)
+    return {"Authorization": f"Bearer {secret}"}
+
+
 @pytest.fixture
 def client(redis_client: redis.Redis, settings: ApiSettings) -> Iterator[TestClient]:
-    """The app on an empty Redis (``redis_client`` flushed it)."""
-    with TestClient(create_app(settings)) as test_client:
+    """The app on an empty Redis (``redis_client`` flushed it), calling as an admin."""
+    with TestClient(create_app(settings), headers=bearer(redis_client)) as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def anonymous(redis_client: redis.Redis, settings: ApiSettings) -> Iterator[TestClient]:
+    """The app (an instance of its own, beside ``client``'s), called without a token."""
+    own = dataclasses.replace(settings, registry=CollectorRegistry())
+    with TestClient(create_app(own)) as test_client:
         yield test_client
 
 
@@ -143,3 +166,14 @@ def synced_switch(switches: SwitchStore) -> Callable[[int, dict[str, Any], int],
         return report
 
     return write
+
+
+@pytest.fixture
+def down_client(unused_port: int) -> Iterator[TestClient]:
+    """An app whose Redis port nobody listens on (yet), called with a token it cannot check:
+    the check itself needs Redis, so every route but the probes is 503."""
+    settings = ApiSettings(
+        redis_url=f"redis://127.0.0.1:{unused_port}/0", registry=CollectorRegistry()
+    )
+    with TestClient(create_app(settings), headers={"Authorization": "Bearer flt_x"}) as client:
+        yield client

@@ -10,6 +10,7 @@ from fastapi.testclient import TestClient
 
 from controller.api.routes.events import LAST_ID, SCAN_BATCH, collect
 from controller.store.events import Event, EventStore
+from tests.api.conftest import bearer
 
 MAX = 2**64 - 1
 
@@ -128,12 +129,14 @@ def test_the_largest_id_is_answered_without_asking_redis(
 
 
 def test_policy_writes_and_rollbacks_are_events(
-    client: TestClient, document: dict[str, Any]
+    client: TestClient, document: dict[str, Any], redis_client: redis.Redis
 ) -> None:
-    client.put("/v1/policy", params={"author": "ann", "comment": "first"}, json=document)
+    """Each version's author is the name of the token that wrote it."""
+    ann, bob, cy = (bearer(redis_client, name=name) for name in ("ann", "bob", "cy"))
+    client.put("/v1/policy", params={"comment": "first"}, json=document, headers=ann)
     document["default_class"] = "training"
-    client.put("/v1/policy", params={"author": "bob"}, json=document)
-    client.post("/v1/policy/rollback", params={"author": "cy"}, json={"version": 1})
+    client.put("/v1/policy", json=document, headers=bob)
+    client.post("/v1/policy/rollback", json={"version": 1}, headers=cy)
     document["classes"] = {}
     assert client.put("/v1/policy", json=document).status_code == 422  # stores nothing
     body = client.get("/v1/events", params={"kind": "policy"}).json()

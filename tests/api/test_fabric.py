@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
 from fastapi.testclient import TestClient
-from prometheus_client import CollectorRegistry
 
-from controller.api.app import create_app
 from controller.api.routes.fabric import parse_host_address
-from controller.api.settings import ApiSettings
 from controller.classify.flows import FlowId
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import FabricSnapshot, build_snapshot, pinned_view
@@ -214,15 +210,6 @@ def test_only_plain_ipv4_and_macs_name_hosts(text: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def down_client(unused_port: int) -> Iterator[TestClient]:
-    settings = ApiSettings(
-        redis_url=f"redis://127.0.0.1:{unused_port}/0", registry=CollectorRegistry()
-    )
-    with TestClient(create_app(settings)) as test_client:
-        yield test_client
-
-
 @pytest.mark.parametrize("path", ["/v1/topology", "/v1/paths?src=10.0.0.1&dst=00:00:00:00:00:02"])
 def test_redis_down_is_503(down_client: TestClient, path: str) -> None:
     response = down_client.get(path)
@@ -230,16 +217,12 @@ def test_redis_down_is_503(down_client: TestClient, path: str) -> None:
     assert response.json()["detail"].startswith("Redis unavailable: ")
 
 
-def test_a_malformed_query_is_refused_without_redis(down_client: TestClient) -> None:
-    assert down_client.get("/v1/paths", params={"src": "x", "dst": "y"}).status_code == 422
-
-
 def test_the_routes_and_their_statuses_are_documented(client: TestClient) -> None:
     paths = client.get("/openapi.json").json()["paths"]
     topology = paths["/v1/topology"]["get"]
-    assert sorted(topology["responses"]) == ["200", "404", "503"]
+    assert sorted(topology["responses"]) == ["200", "401", "403", "404", "503"]
     assert topology["tags"] == ["fabric"]
     route = paths["/v1/paths"]["get"]
-    assert sorted(route["responses"]) == ["200", "404", "422", "503"]
+    assert sorted(route["responses"]) == ["200", "401", "403", "404", "422", "503"]
     assert sorted(p["name"] for p in route["parameters"]) == ["dst", "src"]
     assert all(p["required"] for p in route["parameters"])

@@ -25,6 +25,7 @@ from controller.policy.load import parse_policy
 from controller.store.epoch import EpochStore, Regression, RegressionFlag
 from controller.store.liveness import CONTROLLER_MAX_AGE_S, HEARTBEAT_INTERVAL_S
 from controller.store.switches import SwitchStore
+from tests.api.conftest import bearer
 
 REPO = Path(__file__).resolve().parents[2]
 GONE = RegressionFlag("ctl-a", Regression("gone", 5, None), since=1.0)
@@ -156,6 +157,8 @@ def test_readyz_after_redis_lost_its_data(
         "controller ctl-real enforces version 1; the store has no active version: the store"
         " lost data; PUT a policy to recover (it gets a version above 1)"
     )
+    assert client.get("/v1/policy").status_code == 401  # the tokens went with the data
+    client.headers.update(bearer(redis_client))
     assert client.get("/v1/policy").status_code == 404
     written = client.put("/v1/policy", json=document)
     assert written.json()["version"] == 2

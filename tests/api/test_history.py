@@ -13,16 +13,23 @@ from prometheus_client import CollectorRegistry
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
 from controller.store.policies import PolicyStore
+from tests.api.conftest import bearer
 
 
 @pytest.fixture
-def three_versions(client: TestClient, document: dict[str, Any]) -> list[dict[str, Any]]:
-    """Versions 1-3, each with one rule fewer, so they are told apart by their rules."""
+def three_versions(
+    client: TestClient, document: dict[str, Any], redis_client: redis.Redis
+) -> list[dict[str, Any]]:
+    """Versions 1-3, each with one rule fewer, so they are told apart by their rules;
+    written with tokens a0, a1 and a2, their authors."""
     bodies = []
     for n in range(3):
         doc = {**document, "rules": document["rules"][n:]}
         response = client.put(
-            "/v1/policy", params={"author": f"a{n}", "comment": f"c{n}"}, json=doc
+            "/v1/policy",
+            params={"comment": f"c{n}"},
+            json=doc,
+            headers=bearer(redis_client, name=f"a{n}"),
         )
         assert response.status_code == 201
         bodies.append(response.json())
@@ -57,11 +64,11 @@ def test_history_limit(client: TestClient, three_versions: list[dict[str, Any]])
 def test_rollback_stores_the_old_document_as_a_new_version(
     client: TestClient, three_versions: list[dict[str, Any]]
 ) -> None:
-    response = client.post("/v1/policy/rollback", params={"author": "ops"}, json={"version": 1})
+    response = client.post("/v1/policy/rollback", json={"version": 1})
     assert response.status_code == 201, response.text
     assert response.headers["etag"] == '"4"'
     body = response.json()
-    assert (body["version"], body["rollback_of"], body["author"]) == (4, 1, "ops")
+    assert (body["version"], body["rollback_of"], body["author"]) == (4, 1, "test-admin")
     assert body["comment"] == "rollback to version 1"
     assert body["policy"] == three_versions[0]["policy"]
     assert client.get("/v1/policy").json()["policy"] == three_versions[0]["policy"]
@@ -139,7 +146,7 @@ def test_rollback_to_the_active_document_is_unchanged(
 def short_history(redis_client: redis.Redis, redis_url: str) -> Iterator[TestClient]:
     """An app that keeps two versions."""
     settings = ApiSettings(redis_url=redis_url, registry=CollectorRegistry(), history_limit=2)
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings), headers=bearer(redis_client)) as test_client:
         yield test_client
 
 

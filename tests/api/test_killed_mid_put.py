@@ -21,8 +21,10 @@ from typing import Any
 import httpx
 import redis
 
+from controller.auth.model import Role
 from controller.policy.load import parse_policy
 from controller.store.policies import PolicyStore
+from controller.store.tokens import TokenStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -66,6 +68,8 @@ def test_a_put_is_stored_whole_or_not_at_all(
     redis_client: redis.Redis, redis_url: str, unused_port: int
 ) -> None:
     url = f"http://127.0.0.1:{unused_port}/v1/policy"
+    _, secret = TokenStore(redis_client).create("writer", Role.admin)
+    auth = {"Authorization": f"Bearer {secret}"}
     answered: list[int] = []
     process = start_api(redis_url, unused_port)
     try:
@@ -74,7 +78,7 @@ def test_a_put_is_stored_whole_or_not_at_all(
 
             def send(document: dict[str, Any]) -> None:
                 try:
-                    response = httpx.put(url, json=document, timeout=30)
+                    response = httpx.put(url, json=document, timeout=30, headers=auth)
                     answered.append(response.status_code)
                 except httpx.HTTPError:
                     pass  # killed before it answered

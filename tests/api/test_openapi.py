@@ -49,6 +49,9 @@ def test_every_route_is_documented(openapi: dict[str, Any]) -> None:
         "/v1/topology": ["get"],
         "/v1/paths": ["get"],
         "/metrics": ["get"],
+        "/v1/tokens": ["get", "post"],
+        "/v1/tokens/{name}": ["delete"],
+        "/v1/audit": ["get"],
     }
 
 
@@ -65,13 +68,25 @@ def test_policy_bodies_reference_the_policy_schema(openapi: dict[str, Any]) -> N
 
 def test_write_statuses_are_documented(openapi: dict[str, Any]) -> None:
     put = openapi["paths"]["/v1/policy"]["put"]
-    assert sorted(put["responses"]) == ["200", "201", "409", "412", "422", "503", "504"]
+    assert sorted(put["responses"]) == [
+        "200",
+        "201",
+        "401",
+        "403",
+        "409",
+        "412",
+        "422",
+        "503",
+        "504",
+    ]
     assert "ETag" in put["responses"]["200"]["headers"]
     assert "ETag" in put["responses"]["201"]["headers"]
     rollback = openapi["paths"]["/v1/policy/rollback"]["post"]
     assert sorted(rollback["responses"]) == [
         "200",
         "201",
+        "401",
+        "403",
         "404",
         "409",
         "412",

@@ -35,15 +35,18 @@ def test_no_policy_yet_is_404(client: TestClient) -> None:
 def test_put_stores_version_1_and_get_returns_it(
     client: TestClient, document: dict[str, Any], policies: PolicyStore
 ) -> None:
-    response = client.put(
-        "/v1/policy", json=document, params={"author": "alice", "comment": "first cut"}
-    )
+    response = client.put("/v1/policy", json=document, params={"comment": "first cut"})
     assert response.status_code == 201, response.text
     assert response.headers["etag"] == '"1"'
     body = response.json()
     assert body.pop("unchanged") is False
     assert body["version"] == 1
-    assert (body["author"], body["comment"], body["rollback_of"]) == ("alice", "first cut", None)
+    # the author is the token's name
+    assert (body["author"], body["comment"], body["rollback_of"]) == (
+        "test-admin",
+        "first cut",
+        None,
+    )
     assert body["policy"] == document
     assert body["applied"] == {}
     assert policies.active_version() == 1
@@ -54,8 +57,16 @@ def test_put_stores_version_1_and_get_returns_it(
     assert fetched.json() == body
 
 
-def test_the_author_defaults_to_api(client: TestClient, document: dict[str, Any]) -> None:
-    assert put(client, document).json()["author"] == "api"
+def test_the_author_is_the_token_and_cannot_be_claimed(
+    client: TestClient, document: dict[str, Any], policies: PolicyStore
+) -> None:
+    assert put(client, document).json()["author"] == "test-admin"
+    claimed = client.put("/v1/policy", params={"author": "root"}, json={**document, "rules": []})
+    assert claimed.status_code == 422
+    assert claimed.json()["errors"] == [
+        {"path": "query.author", "message": "the author is the name of the request's token"}
+    ]
+    assert policies.active_version() == 1
 
 
 def test_the_document_is_stored_as_sent(client: TestClient, document: dict[str, Any]) -> None:
@@ -169,7 +180,6 @@ def test_concurrent_writers_with_the_same_if_match_exactly_one_wins(
         response = client.put(
             "/v1/policy",
             json=variant(document, n),
-            params={"author": f"w{n}"},
             headers={"If-Match": '"1"'},
         )
         with lock:
@@ -200,14 +210,14 @@ def test_putting_the_active_document_again_stores_nothing(
     policies: PolicyStore,
     redis_client: redis.Redis,
 ) -> None:
-    first = client.put("/v1/policy", params={"author": "alice"}, json=document)
+    first = client.put("/v1/policy", json=document)
     pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
     pubsub.subscribe(policies.channel)
     try:
         assert pubsub.get_message(timeout=5) is None
         again = client.put(
             "/v1/policy",
-            params={"author": "bob", "comment": "same"},
+            params={"comment": "same"},
             json=dict(reversed(list(document.items()))),  # key order does not matter
         )
         assert pubsub.get_message(timeout=0.5) is None  # nothing announced

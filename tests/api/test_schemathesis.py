@@ -40,6 +40,7 @@ from schemathesis.specs.openapi.checks import (
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
+from controller.auth.model import Role
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import build_snapshot
 from controller.policy.jobs import JobSpec
@@ -49,6 +50,7 @@ from controller.store.flows import FlowRecord, FlowStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchReport, SwitchStore
+from controller.store.tokens import TokenStore
 
 MAX_EXAMPLES = 30
 JOB: dict[str, Any] = {
@@ -120,7 +122,14 @@ def api_schema(redis_client: redis.Redis, settings: ApiSettings, document: dict[
     FabricStore(redis_client).publish(
         build_snapshot("fuzz-controller", time.time(), FABRIC, {}, {}, [])
     )
+    _, secret = TokenStore(redis_client).create(FUZZ_TOKEN, Role.admin)
+    AUTH["Authorization"] = f"Bearer {secret}"
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(settings))
+
+
+FUZZ_TOKEN = "fuzzer-admin-4f0c"
+"""An admin token the fuzzer calls with; a name it will not happen to revoke."""
+AUTH: dict[str, str] = {}
 
 
 def _known_class(case: schemathesis.Case) -> None:
@@ -134,10 +143,11 @@ def _known_class(case: schemathesis.Case) -> None:
 
 
 def test_every_operation_is_fuzzed() -> None:
-    assert len({(method, path) for method, path, _ in CASES}) == 17
+    assert len({(method, path) for method, path, _ in CASES}) == 21
     # Input: PUT, plan, history, rollback; POST /v1/jobs, GET and DELETE /v1/jobs/{name},
-    # /v1/flows, /v1/events, /v1/paths. Nothing else takes any.
-    assert len(CASES) == 17 + 10
+    # /v1/flows, /v1/events, /v1/paths, POST /v1/tokens, DELETE /v1/tokens/{name},
+    # /v1/audit. Nothing else takes any.
+    assert len(CASES) == 21 + 13
 
 
 @pytest.mark.parametrize(
@@ -159,6 +169,7 @@ def test_no_input_makes_a_server_error(
     def fuzz(case: schemathesis.Case) -> None:
         if mode is GenerationMode.POSITIVE:
             _known_class(case)
+        case.headers = {**(case.headers or {}), **AUTH}  # authenticated, as an admin
         case.call_and_validate(checks=CHECKS)
 
     fuzz()

@@ -1,20 +1,21 @@
 """Redis down: 503 with Retry-After on every route that needs it; the same app serves again
-once it is back."""
+once it is back.
+
+Every route but the probes needs Redis, if only to check the caller's token.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from prometheus_client import CollectorRegistry
 
-from controller.api.app import create_app
 from controller.api.errors import RETRY_AFTER_S
-from controller.api.settings import ApiSettings
+from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError
 from controller.store.policies import PolicyStore
+from tests.api.conftest import bearer
 
 JOB: dict[str, Any] = {
     "name": "allreduce",
@@ -39,19 +40,19 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/topology", {}),
     ("GET", "/v1/paths?src=10.0.0.1&dst=10.0.0.2", {}),
     ("GET", "/v1/events", {}),
+    ("GET", "/metrics", {}),
+    ("POST", "/v1/tokens", {"json": {"name": "ci", "role": "viewer"}}),
+    ("GET", "/v1/tokens", {}),
+    ("DELETE", "/v1/tokens/ci", {}),
+    ("GET", "/v1/audit", {}),
 ]
-WITHOUT_REDIS = {("GET", "/healthz"), ("GET", "/metrics")}
+WITHOUT_REDIS = {("GET", "/healthz")}
 """Routes that answer from the process alone, so a Redis outage cannot fail them."""
 
 
-@pytest.fixture
-def down_client(unused_port: int) -> Iterator[TestClient]:
-    """An app whose Redis port nobody listens on (yet)."""
-    settings = ApiSettings(
-        redis_url=f"redis://127.0.0.1:{unused_port}/0", registry=CollectorRegistry()
-    )
-    with TestClient(create_app(settings)) as client:
-        yield client
+def authorize(client: TestClient, server: Any) -> None:
+    """Give ``client`` an admin token of the (new, empty) Redis ``server``."""
+    client.headers.update(bearer(connect(server.url)))
 
 
 def send(client: TestClient, method: str, path: str, options: dict[str, Any], document: Any) -> Any:
@@ -83,7 +84,8 @@ def test_every_route_is_in_the_list(down_client: TestClient) -> None:
         for method in methods
     }
     listed = {(method, path.split("?")[0]) for method, path, _ in ROUTES}
-    listed = {(m, "/v1/jobs/{name}" if p == "/v1/jobs/allreduce" else p) for m, p in listed}
+    named = {"/v1/jobs/allreduce": "/v1/jobs/{name}", "/v1/tokens/ci": "/v1/tokens/{name}"}
+    listed = {(m, named.get(p, p)) for m, p in listed}
     assert operations == listed | WITHOUT_REDIS
 
 
@@ -92,7 +94,7 @@ def test_every_route_recovers_when_redis_comes_up(
 ) -> None:
     for method, path, options in ROUTES:
         assert send(down_client, method, path, options, document).status_code == 503, path
-    start_redis(unused_port)
+    authorize(down_client, start_redis(unused_port))
     for method, path, options in ROUTES:
         response = send(down_client, method, path, options, document)
         # /readyz stays 503 (no controller beats here), for that reason, not Redis.
@@ -100,14 +102,14 @@ def test_every_route_recovers_when_redis_comes_up(
         assert response.status_code < 500 or path == "/readyz", (method, path, response.text)
 
 
-def test_validation_and_liveness_do_not_need_redis(
+def test_liveness_and_the_schema_do_not_need_redis(
     down_client: TestClient, document: dict[str, Any]
 ) -> None:
     assert down_client.get("/healthz").status_code == 200
     assert down_client.get("/openapi.json").status_code == 200
-    assert down_client.get("/metrics").status_code == 200
+    # an invalid document too: nothing is validated for a caller whose token is unchecked
     document["classes"] = {}
-    assert down_client.put("/v1/policy", json=document).status_code == 422
+    assert down_client.put("/v1/policy", json=document).status_code == 503
 
 
 def test_the_app_recovers_when_redis_comes_up(
@@ -115,6 +117,7 @@ def test_the_app_recovers_when_redis_comes_up(
 ) -> None:
     assert down_client.get("/v1/policy").status_code == 503
     server = start_redis(unused_port)
+    authorize(down_client, server)
     assert down_client.get("/v1/policy").status_code == 404
     assert down_client.put("/v1/policy", json=document).status_code == 201
 
@@ -123,6 +126,8 @@ def test_the_app_recovers_when_redis_comes_up(
     assert down_client.put("/v1/policy", json=document).status_code == 503
 
     server.start()  # a fresh, empty Redis: no persistence in tests
+    assert down_client.get("/v1/policy").status_code == 401  # its tokens went with it
+    authorize(down_client, server)
     assert down_client.get("/v1/policy").status_code == 404
     response = down_client.put("/v1/policy", json=document)  # the write script is loaded again
     assert response.status_code == 201

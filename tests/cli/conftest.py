@@ -14,11 +14,17 @@ from typer.testing import CliRunner
 
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
+from controller.auth.files import TOKEN_ENV
+from controller.auth.model import Role
+from controller.store.tokens import TokenStore
 
 
 @pytest.fixture
-def api_url(redis_client: redis.Redis, redis_url: str) -> Iterator[str]:
-    """``http://127.0.0.1:PORT`` of an API on an empty Redis, stopped after the test.
+def api_url(
+    redis_client: redis.Redis, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    """``http://127.0.0.1:PORT`` of an API on an empty Redis, stopped after the test; the CLI
+    calls it with an admin token named ``cli-admin`` (``$FLOWLANE_TOKEN``).
 
     The socket is bound and listening before the server thread starts, so a
     client can connect at once: its connection waits in the backlog until
@@ -29,6 +35,8 @@ def api_url(redis_client: redis.Redis, redis_url: str) -> Iterator[str]:
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)
     port = sock.getsockname()[1]
+    _, secret = TokenStore(redis_client).create("cli-admin", Role.admin)
+    monkeypatch.setenv(TOKEN_ENV, secret)
     settings = ApiSettings(redis_url=redis_url, registry=CollectorRegistry())
     server = uvicorn.Server(
         uvicorn.Config(create_app(settings), log_level="warning", lifespan="on")

@@ -6,10 +6,12 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from typer.testing import CliRunner
 
 from controller.cli.main import app
@@ -18,7 +20,10 @@ REPO = Path(__file__).resolve().parents[2]
 RUNNING = "Uvicorn running on"
 
 
-def test_flowlane_api_serves_until_terminated(redis_url: str, unused_port: int) -> None:
+def test_flowlane_api_serves_until_terminated(
+    redis_client: redis.Redis, redis_url: str, unused_port: int, private_token_file: Path
+) -> None:
+    """On an empty store the first start writes an admin token, readable by its owner only."""
     process = subprocess.Popen(
         [
             sys.executable,
@@ -54,7 +59,14 @@ def test_flowlane_api_serves_until_terminated(redis_url: str, unused_port: int) 
         assert started.wait(20) and process.poll() is None, "".join(log)
         base = f"http://127.0.0.1:{unused_port}"
         assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
-        assert httpx.get(f"{base}/v1/policy/history").status_code == 200
+        assert httpx.get(f"{base}/v1/policy/history").status_code == 401
+        deadline = time.monotonic() + 10
+        while not private_token_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert private_token_file.stat().st_mode & 0o777 == 0o600
+        assert "created admin token 'bootstrap-admin'" in "".join(log)
+        token = {"Authorization": f"Bearer {private_token_file.read_text().strip()}"}
+        assert httpx.get(f"{base}/v1/policy/history", headers=token).status_code == 200
         assert httpx.get(f"{base}/openapi.json").json()["info"]["title"] == "flowlane"
     finally:
         process.terminate()

@@ -184,7 +184,7 @@ def test_events_oldest_first(runner: CliRunner, history: str) -> None:
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     assert len(lines) == 2
-    assert flat(lines[0]).endswith("policy version 1 by tester")
+    assert flat(lines[0]).endswith("policy version 1 by cli-admin")
     assert flat(lines[1]).endswith("job train-1 registered: class training, 10.0.0.0/24:4791")
 
 
@@ -228,7 +228,7 @@ def test_follow_prints_new_events_as_they_come(
     assert result.exit_code == 0, result.output
     lines = [flat(line) for line in result.stdout.splitlines()]
     assert [line.split(" ", 2)[-1] for line in lines] == [
-        "policy version 1 by tester",
+        "policy version 1 by cli-admin",
         "job train-1 registered: class training, 10.0.0.0/24:4791",
         "job j1 deleted",
         "job j2 deleted",

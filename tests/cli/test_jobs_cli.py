@@ -127,7 +127,7 @@ def test_an_invalid_job_names_the_endpoint_at_fault(
         "endpoints[1].ports: port 70000 out of range (0-65535) (--endpoint 10.0.0.1/24:80,70000)"
         in stderr
     )
-    assert "ttl: unknown duration unit 'd' in '8d'" in stderr
+    assert "ttl: ttl '8d' is longer than 7 days (168h)" in stderr
     assert result.stdout == ""
     assert JobStore(redis_client).all() == []
 
@@ -177,8 +177,10 @@ COMMANDS = [
 
 
 @pytest.fixture
-def down_api_url(unused_port: int) -> Iterator[str]:
-    """A real API whose Redis nobody listens on: every route that needs it answers 503."""
+def down_api_url(unused_port: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real API whose Redis nobody listens on: every route that needs it answers 503 (the
+    CLI's token cannot even be checked)."""
+    monkeypatch.setenv("FLOWLANE_TOKEN", "flt_unchecked")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)

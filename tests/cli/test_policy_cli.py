@@ -177,7 +177,7 @@ def test_store_only_stores_without_a_switch(
 ) -> None:
     result = write(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), flag)
     assert result.exit_code == 0, result.output
-    assert "stored policy version 1 by tester" in result.stdout
+    assert "stored policy version 1 by cli-admin" in result.stdout
     assert "stored only: not waiting for the switches" in result.stdout
     assert policies.active_version() == 1
 

@@ -113,17 +113,16 @@ def test_a_slow_api_is_a_clear_timeout() -> None:
 
 
 def test_write_options_become_query_and_headers() -> None:
-    waiting = WriteOptions("alice", "why", wait=True, timeout_s=2.5, if_match=7)
+    waiting = WriteOptions("why", wait=True, timeout_s=2.5, if_match=7)
     assert waiting.params == {
-        "author": "alice",
         "comment": "why",
         "wait": "applied",
         "timeout": "2.5",
     }
     assert waiting.headers == {"If-Match": '"7"'}
     assert waiting.http_timeout_s == 12.5
-    plain = WriteOptions("bob", wait=False)
-    assert (plain.params, plain.headers, plain.http_timeout_s) == ({"author": "bob"}, {}, 10.0)
+    plain = WriteOptions(wait=False)
+    assert (plain.params, plain.headers, plain.http_timeout_s) == ({}, {}, 10.0)
 
 
 def test_requests_the_client_sends() -> None:

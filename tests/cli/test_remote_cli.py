@@ -13,9 +13,11 @@ import pytest
 import redis
 from typer.testing import CliRunner, Result
 
+from controller.auth.model import Role
 from controller.cli.main import app
 from controller.store.policies import PolicyStore
 from controller.store.switches import PortReport, SwitchReport, SwitchStore
+from controller.store.tokens import TokenStore
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_POLICY = REPO / "policies" / "default.yaml"
@@ -117,14 +119,14 @@ def test_apply_then_show(runner: CliRunner, api_url: str) -> None:
         runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--comment", "first", "--no-wait"
     )
     assert applied.exit_code == 0, applied.output
-    assert "stored policy version 1 by tester at " in applied.stdout
+    assert "stored policy version 1 by cli-admin at " in applied.stdout
     assert applied.stdout.splitlines()[0].endswith(": first")
     assert "not waiting for the switches" in applied.stdout
 
     shown = invoke(runner, api_url, "policy", "show")
     assert shown.exit_code == 0, shown.output
     text = shown.stdout
-    assert "policy version 1 by tester" in text
+    assert "policy version 1 by cli-admin" in text
     for expected in ("inference", "training", "best-effort", "rocev2", "udp_dst=4791", "triton"):
         assert expected in text, expected
     assert "no live switch reports an applied version" in text
@@ -136,17 +138,19 @@ def test_show_json_is_the_api_body(runner: CliRunner, api_url: str) -> None:
     assert result.exit_code == 0
     body = json.loads(result.stdout)
     assert body["version"] == 1
-    assert body["author"] == "tester"
+    assert body["author"] == "cli-admin"
     assert body["policy"]["default_class"] == "inference"
 
 
-def test_the_author_defaults_to_user_then_cli(runner: CliRunner, api_url: str) -> None:
+def test_the_author_is_the_token_whoever_runs_the_cli(
+    runner: CliRunner, api_url: str, redis_client: redis.Redis
+) -> None:
     invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--no-wait", USER="alice")
+    _, bob = TokenStore(redis_client).create("bob", Role.admin)
     isolation = str(REPO / "policies" / "examples" / "isolation.yaml")  # not the active one
-    invoke(runner, api_url, "policy", "apply", isolation, "--no-wait", USER="")
-    invoke(runner, api_url, "policy", "apply", str(FIFO_POLICY), "--no-wait", "--author", "bob")
+    invoke(runner, api_url, "--token", bob, "policy", "apply", isolation, "--no-wait")
     versions = json.loads(invoke(runner, api_url, "policy", "history", "--json").stdout)
-    assert [v["author"] for v in versions["versions"]] == ["bob", "cli", "alice"]
+    assert [v["author"] for v in versions["versions"]] == ["bob", "cli-admin"]
 
 
 def test_apply_an_invalid_policy_lists_every_error_and_stores_nothing(
@@ -317,12 +321,12 @@ def test_history_and_rollback(runner: CliRunner, api_url: str) -> None:
 
     rolled = invoke(runner, api_url, "policy", "rollback", "1", "--store-only")
     assert rolled.exit_code == 0, rolled.output
-    assert "stored policy version 3 by tester" in rolled.stdout
+    assert "stored policy version 3 by cli-admin" in rolled.stdout
     assert "a rollback to version 1: rollback to version 1" in rolled.stdout
 
     history = invoke(runner, api_url, "policy", "history")
     assert history.exit_code == 0
-    rows = [line for line in history.stdout.splitlines() if "tester" in line]
+    rows = [line for line in history.stdout.splitlines() if "cli-admin" in line]
     assert len(rows) == 3
     assert "active" in rows[0] and "rollback to 1" in rows[0]
     assert " one " in rows[2]

@@ -31,10 +31,10 @@ def test_applying_the_active_policy_again_says_nothing_changed(
 ) -> None:
     first = apply(runner, api_url, DEFAULT_POLICY)
     assert first.exit_code == 0, first.output
-    assert "stored policy version 1 by tester" in first.stdout
-    again = apply(runner, api_url, DEFAULT_POLICY, "--author", "bob")
+    assert "stored policy version 1 by cli-admin" in first.stdout
+    again = apply(runner, api_url, DEFAULT_POLICY)
     assert again.exit_code == 0, again.output
-    assert "unchanged: nothing stored, already the active policy version 1 by tester" in (
+    assert "unchanged: nothing stored, already the active policy version 1 by cli-admin" in (
         " ".join(again.stdout.split())
     )
     assert again.stdout.startswith("unchanged:")

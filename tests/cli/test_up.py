@@ -351,6 +351,8 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
     log = tmp_path / "up.log"
     args = ["--policy", str(policy), "--data-dir", str(data), "--api-port", str(api_port)]
     args += ["--ofp-port", str(free_port()), "--metrics-port", "0"]
+    token_file = tmp_path / "token"
+    args += ["--token-file", str(token_file)]
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "controller", "up", *args],
@@ -367,6 +369,9 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
             60,
         )
         assert process.poll() is None, log.read_text()
+        assert "API token" in log.read_text()
+        wait_for("the bootstrap admin token", token_file.exists, 10)
+        auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
         first = children(process.pid)
         assert set(first) == {"redis-server", "controller", "api"}
         seen.update(first.values())
@@ -401,7 +406,7 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
 
         # A policy stored before Redis is killed is there once Redis is back.
         document = {**yaml.safe_load(POLICY), "default_class": "training"}
-        stored = httpx.put(f"{api}/v1/policy", json=document, timeout=10)
+        stored = httpx.put(f"{api}/v1/policy", json=document, timeout=10, headers=auth)
         assert stored.status_code in (200, 201), stored.text
         version = stored.json()["version"]
         assert version == 2
@@ -413,13 +418,14 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
             if now.get("redis-server") in (None, first["redis-server"]):
                 return False
             try:
-                answer = httpx.get(f"{api}/v1/policy", timeout=1)
+                # the token survives the Redis restart too: it is in the append-only file
+                answer = httpx.get(f"{api}/v1/policy", timeout=1, headers=auth)
             except httpx.HTTPError:
                 return False
             return answer.status_code == 200 and answer.json()["version"] == version
 
         wait_for("the policy back after the Redis restart", policy_back, 20)
-        answer = httpx.get(f"{api}/v1/policy", timeout=5).json()
+        answer = httpx.get(f"{api}/v1/policy", timeout=5, headers=auth).json()
         assert answer["policy"]["default_class"] == "training"
 
         # SIGTERM stops every child, and the data directory is free again.

@@ -657,14 +657,14 @@ def expected_hosts() -> dict[str, tuple[str, str]]:
 
 
 def test_api_describes_the_fabric_and_its_ecmp_paths(fabric: Fabric) -> None:
-    api = fabric.stack.api
+    api, auth = fabric.stack.api, fabric.stack.headers
     dpids = sorted(int(harness.datapath_id(bridge), 16) for bridge in BRIDGES)
     with checked(fabric):
         fabric.ready()
         seen: dict[str, Any] = {}
 
         def complete() -> bool:
-            reply = httpx.get(f"{api}/v1/topology", timeout=5)
+            reply = httpx.get(f"{api}/v1/topology", timeout=5, headers=auth)
             if reply.status_code != 200:
                 seen["last"] = reply.text
                 return False
@@ -689,7 +689,10 @@ def test_api_describes_the_fabric_and_its_ecmp_paths(fabric: Fabric) -> None:
         assert {link["capacity_bps"] for link in snapshot["links"]} == {LINK_BPS}
 
         reply = httpx.get(
-            f"{api}/v1/paths", params={"src": fabric.ip(SRC), "dst": fabric.ip(DST)}, timeout=5
+            f"{api}/v1/paths",
+            params={"src": fabric.ip(SRC), "dst": fabric.ip(DST)},
+            timeout=5,
+            headers=auth,
         )
         assert reply.status_code == 200, reply.text
         paths = reply.json()
@@ -701,6 +704,9 @@ def test_api_describes_the_fabric_and_its_ecmp_paths(fabric: Fabric) -> None:
             for spine in SPINES
         )
         unknown = httpx.get(
-            f"{api}/v1/paths", params={"src": fabric.ip(SRC), "dst": "10.0.0.250"}, timeout=5
+            f"{api}/v1/paths",
+            params={"src": fabric.ip(SRC), "dst": "10.0.0.250"},
+            timeout=5,
+            headers=auth,
         )
         assert unknown.status_code == 404, unknown.text

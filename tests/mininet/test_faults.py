@@ -172,8 +172,9 @@ def test_redis_outage_of_30_seconds(net: tuple[object, int], tmp_path: Path) -> 
     with (
         faults.persistent_redis(tmp_path) as store,
         harness.controller(policy_file, tmp_path / "controller.log", ofp_port, redis_url=store.url),
-        faults.api(store.url, tmp_path / "api.log") as api,
+        faults.api(store.url, tmp_path / "api.log") as endpoint,
     ):
+        api, auth = endpoint.url, endpoint.headers
         harness.wait_in_sync(SWITCH, load_policy_file(policy_file), PORTS)
         harness.wait_for(
             "the API to be ready",
@@ -186,8 +187,8 @@ def test_redis_outage_of_30_seconds(net: tuple[object, int], tmp_path: Path) -> 
             "endpoints": [{"ipv4": f"{sender.IP()}/32"}, {"ipv4": f"{server.IP()}/32"}],
             "ttl": "1h",
         }
-        assert httpx.post(f"{api}/v1/jobs", json=job, timeout=10).status_code == 201
-        history = httpx.get(f"{api}/v1/policy/history", timeout=10).json()
+        assert httpx.post(f"{api}/v1/jobs", json=job, timeout=10, headers=auth).status_code == 201
+        history = httpx.get(f"{api}/v1/policy/history", timeout=10, headers=auth).json()
         jobs = JobStore(redis.Redis.from_url(store.url)).all()
         harness.wait_for("the job's entries", lambda: bool(job_cookies()), 15)
         cookies = planned_cookies()
@@ -195,7 +196,7 @@ def test_redis_outage_of_30_seconds(net: tuple[object, int], tmp_path: Path) -> 
             time.sleep(1.0)
             store.stop()
             outage_started = time.monotonic()
-            refused = httpx.get(f"{api}/v1/policy", timeout=10)
+            refused = httpx.get(f"{api}/v1/policy", timeout=10, headers=auth)
             held = []
             while time.monotonic() - outage_started < 30:
                 held.append(planned_cookies() == cookies)
@@ -208,7 +209,7 @@ def test_redis_outage_of_30_seconds(net: tuple[object, int], tmp_path: Path) -> 
                 15,
             )
             ready_s = time.monotonic() - restarted
-            recovered = httpx.get(f"{api}/v1/policy/history", timeout=10).json()
+            recovered = httpx.get(f"{api}/v1/policy/history", timeout=10, headers=auth).json()
             jobs_after = JobStore(redis.Redis.from_url(store.url)).all()
             lost = running.lost(30)
     print(f"Redis outage of 30 s: ready {ready_s:.2f} s after Redis answered again; lost {lost}")

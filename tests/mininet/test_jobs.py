@@ -51,7 +51,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
             ],
             "ttl": "10m",
         }
-        created = httpx.post(f"{stack.api}/v1/jobs", json=job, timeout=10)
+        created = httpx.post(f"{stack.api}/v1/jobs", json=job, timeout=10, headers=stack.headers)
         assert created.status_code == 201, created.text
         harness.wait_for("the job's entries on the switch", lambda: job_entries() > 0, 15)
         iperf = harness.host_popen(
@@ -81,7 +81,9 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
             after = isolation._tc_class_bytes("s1-eth3")
 
             def job_flows() -> list[dict[str, object]]:
-                flows = httpx.get(f"{stack.api}/v1/flows", timeout=10).json()["flows"]
+                flows = httpx.get(
+                    f"{stack.api}/v1/flows", timeout=10, headers=stack.headers
+                ).json()["flows"]
                 return [f for f in flows if f["why"] == "job:llama-finetune"]
 
             # The view follows the switch's counters, which the datapath refreshes about
@@ -95,7 +97,9 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
         finally:
             for process in (iperf, capture):
                 harness.stop_process(process)
-        deleted = httpx.delete(f"{stack.api}/v1/jobs/llama-finetune", timeout=10)
+        deleted = httpx.delete(
+            f"{stack.api}/v1/jobs/llama-finetune", timeout=10, headers=stack.headers
+        )
         harness.wait_for("the job's entries to go", lambda: job_entries() == 0, 15)
         yield {
             "first": json.loads(first),

@@ -55,7 +55,7 @@ def test_ttl_is_at_most_a_week() -> None:
         ("0s", "duration must be positive"),
         (-5, "duration must be positive"),
         ("5", "has no unit"),
-        ("1d", "unknown duration unit 'd'"),
+        ("1w", "unknown duration unit 'w'"),
         (True, "expected a duration"),
         (None, "expected a duration"),
     ],

@@ -176,11 +176,11 @@ def test_durations_are_seconds(value: str | float, seconds: float) -> None:
     [
         ("5", "duration '5' has no unit: write e.g. '5s'"),
         ("1.5", "has no unit: write e.g. '1.5s'"),
-        ("fast", "cannot parse duration 'fast': use ms, s, m or h"),
+        ("fast", "cannot parse duration 'fast': use ms, s, m, h or d"),
         ("", "cannot parse duration ''"),
         ("-1s", "cannot parse duration '-1s'"),
         ("1e3s", "cannot parse duration '1e3s'"),
-        ("2 weeks", "unknown duration unit 'weeks' in '2 weeks': use ms, s, m or h"),
+        ("2 weeks", "unknown duration unit 'weeks' in '2 weeks': use ms, s, m, h or d"),
         ("10us", "unknown duration unit 'us'"),
         ("0s", "duration must be positive, got '0s'"),
         ("0.0ms", "duration must be positive"),

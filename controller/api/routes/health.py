@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.auth import needs
 from controller.api.errors import ApiError
 from controller.api.schemas import ErrorOut, HealthOut, ReadyOut
 from controller.api.services import Services, ServicesDep
@@ -33,7 +34,7 @@ _NOT_READY: dict[int | str, dict[str, Any]] = {
 }
 
 
-@router.get("/healthz", response_model=HealthOut)
+@router.get("/healthz", response_model=HealthOut, openapi_extra=needs(None))
 def healthz() -> HealthOut:
     """The process answers. Touches nothing else, so a Redis outage does not restart it."""
     return HealthOut(status="ok")
@@ -79,7 +80,7 @@ def _readiness(services: Services) -> ReadyOut:
     return ReadyOut(status="ready", controllers=sorted(live))
 
 
-@router.get("/readyz", response_model=ReadyOut, responses=_NOT_READY)
+@router.get("/readyz", response_model=ReadyOut, responses=_NOT_READY, openapi_extra=needs(None))
 async def readyz(services: ServicesDep) -> ReadyOut:
     """Ready when Redis answers, a controller beats, and none found the store behind it."""
     return await run_in_threadpool(_readiness, services)

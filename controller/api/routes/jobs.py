@@ -20,10 +20,13 @@ from fastapi import APIRouter, Path, Request, Response
 from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.audit import note
+from controller.api.auth import needs
 from controller.api.documents import SOURCE, parse_model
 from controller.api.errors import ApiError, invalid_input
 from controller.api.schemas import ErrorOut, JobOut, JobsOut, ValidationErrorOut
 from controller.api.services import Services, ServicesDep
+from controller.auth.model import Role
 from controller.policy.jobs import JobSpec, job_errors
 from controller.store.jobs import JobRecord
 
@@ -147,7 +150,10 @@ def _delete(services: Services, name: str) -> None:
         **_INVALID,
         **_UNAVAILABLE,
     },
-    openapi_extra=inline_body(JobSpec, "A job: its name, class, endpoints and ttl"),
+    openapi_extra={
+        **inline_body(JobSpec, "A job: its name, class, endpoints and ttl"),
+        **needs(Role.operator),
+    },
 )
 async def register_job(request: Request, response: Response, services: ServicesDep) -> JobOut:
     """Register a job, or replace the one of that name and restart its TTL (201).
@@ -158,6 +164,7 @@ async def register_job(request: Request, response: Response, services: ServicesD
     retry after a 503.
     """
     spec = parse_model(await request.body(), JobSpec)
+    note(request, job=spec.name)
     record = await run_in_threadpool(_register, services, spec)
     response.headers["Location"] = f"/v1/jobs/{spec.name}"
     return job_out(record)
@@ -185,8 +192,10 @@ async def get_job(name: JobName, services: ServicesDep) -> JobOut:
         **_INVALID,
         **_UNAVAILABLE,
     },
+    openapi_extra=needs(Role.operator),
 )
-async def delete_job(name: JobName, services: ServicesDep) -> Response:
+async def delete_job(name: JobName, request: Request, services: ServicesDep) -> Response:
     """Delete a live job (204); its flows fall back to the rules and the default class."""
+    note(request, job=name)
     await run_in_threadpool(_delete, services, name)
     return Response(status_code=204)

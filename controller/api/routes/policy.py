@@ -23,6 +23,8 @@ import redis
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.audit import note
+from controller.api.auth import PrincipalDep
 from controller.api.documents import model_body, parse_model, validate_body
 from controller.api.errors import ApiError, invalid_input
 from controller.api.openapi import POLICY_BODY
@@ -220,9 +222,8 @@ def build_router(settings: ApiSettings) -> APIRouter:
     router = APIRouter(prefix="/v1/policy", tags=["policy"])
 
     def write_options(
-        author: Annotated[
-            str, Query(min_length=1, max_length=200, description="Who makes the change")
-        ] = "api",
+        request: Request,
+        principal: PrincipalDep,
         comment: Annotated[
             str, Query(max_length=2000, description="Why; shown in the history")
         ] = "",
@@ -258,8 +259,12 @@ def build_router(settings: ApiSettings) -> APIRouter:
             raise invalid_input(
                 [FieldError("header.if-none-match", "send If-Match or If-None-Match, not both")]
             )
+        if "author" in request.query_params:
+            raise invalid_input(
+                [FieldError("query.author", "the author is the name of the request's token")]
+            )
         return WriteOptions(
-            author=author,
+            author=principal.name,  # the token's name: a request cannot claim another author
             comment=comment,
             wait=wait == "applied",
             timeout_s=timeout if timeout is not None else settings.default_wait_timeout_s,
@@ -304,6 +309,7 @@ def build_router(settings: ApiSettings) -> APIRouter:
         version's already (200 with that version and `unchanged: true`).
         """
         document, _ = await read_policy(request)
+        note(request, before=await run_in_threadpool(services.policies.active_version))
         expected = await run_in_threadpool(options.expected_version, services)
         if options.wait:
             await run_in_threadpool(require_live_switch, services)
@@ -316,6 +322,7 @@ def build_router(settings: ApiSettings) -> APIRouter:
                 expected_version=expected,
             )
         )
+        note(request, after=written.policy.version, unchanged=written.unchanged)
         return await _written(services, written, options, response)
 
     @router.post(
@@ -367,7 +374,13 @@ def build_router(settings: ApiSettings) -> APIRouter:
         nothing (200, `unchanged: true`); a version trimmed from the history is 404.
         """
         body = parse_model(await request.body(), RollbackIn)
+        note(
+            request,
+            before=await run_in_threadpool(services.policies.active_version),
+            rollback_to=body.version,
+        )
         written = await run_in_threadpool(_rollback, services, body.version, options)
+        note(request, after=written.policy.version, unchanged=written.unchanged)
         return await _written(services, written, options, response)
 
     return router

@@ -1,0 +1,1 @@
+"""Access control: roles, tokens and tenants (pure model); the store and the API enforce it."""

@@ -1,0 +1,170 @@
+"""API tokens: stored only as hashes, with name, role, tenant, creation, expiry and last use.
+
+Keys: ``<prefix>:tokens`` hash name → JSON record (with the SHA-256 of the
+secret), ``<prefix>:tokens:by-hash`` hash secret-hash → name, so a request
+is authenticated with one lookup and a revoked token is gone in one step.
+Both change together in one Lua script: a name and its hash never disagree.
+
+``last_used`` is written at most once a minute per token: a busy client must
+not turn every read into a Redis write.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+import redis
+
+from controller.auth.model import Principal, Role, new_secret, secret_hash
+from controller.store.client import text, translate_errors
+
+LAST_USED_RESOLUTION_S: Final = 60.0
+BOOTSTRAP_NAME: Final = "bootstrap-admin"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenRecord:
+    name: str
+    role: str
+    tenant: str | None
+    created_at: float
+    expires_at: float | None
+    last_used: float | None = None
+
+    def principal(self) -> Principal:
+        return Principal(self.name, Role.parse(self.role), self.tenant)
+
+    def expired(self, now: float) -> bool:
+        return self.expires_at is not None and self.expires_at <= now
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class TokenExistsError(ValueError):
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a token named {name!r} exists; revoke it first")
+        self.name = name
+
+
+# Create a token unless its name is taken. KEYS: tokens, by-hash. ARGV: name, hash, record.
+_CREATE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+return 1
+"""
+
+# Revoke by name: the record and its hash go together. KEYS: tokens, by-hash. ARGV: name.
+_REVOKE = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then return 0 end
+redis.call('HDEL', KEYS[2], cjson.decode(raw)['hash'])
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 1
+"""
+
+# Create the bootstrap admin only while no token exists at all. KEYS/ARGV as _CREATE.
+_BOOTSTRAP = """
+if redis.call('HLEN', KEYS[1]) > 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[2], ARGV[2], ARGV[1])
+return 1
+"""
+
+
+class TokenStore:
+    def __init__(self, client: redis.Redis, prefix: str = "flowlane") -> None:
+        self._redis = client
+        self._tokens = f"{prefix}:tokens"
+        self._by_hash = f"{prefix}:tokens:by-hash"
+        self._create = client.register_script(_CREATE)
+        self._revoke = client.register_script(_REVOKE)
+        self._bootstrap = client.register_script(_BOOTSTRAP)
+
+    @staticmethod
+    def _encode(record: TokenRecord, digest: str) -> str:
+        return json.dumps({**record.to_dict(), "hash": digest})
+
+    @staticmethod
+    def _decode(raw: bytes | str) -> TokenRecord:
+        data = json.loads(text(raw))
+        data.pop("hash", None)
+        return TokenRecord(**data)
+
+    @translate_errors
+    def create(
+        self,
+        name: str,
+        role: Role,
+        *,
+        tenant: str | None = None,
+        ttl_s: float | None = None,
+        now: float | None = None,
+    ) -> tuple[TokenRecord, str]:
+        """A new token and its secret (shown once: only its hash is kept)."""
+        created = now if now is not None else time.time()
+        secret = new_secret()
+        expires = created + ttl_s if ttl_s is not None else None
+        record = TokenRecord(name, role.name, tenant, created, expires)
+        digest = secret_hash(secret)
+        keys = [self._tokens, self._by_hash]
+        if not self._create(keys=keys, args=[name, digest, self._encode(record, digest)]):
+            raise TokenExistsError(name)
+        return record, secret
+
+    @translate_errors
+    def bootstrap(self, now: float | None = None) -> str | None:
+        """The secret of a new admin token if the store has no token at all, else None."""
+        created = now if now is not None else time.time()
+        secret = new_secret()
+        record = TokenRecord(BOOTSTRAP_NAME, Role.admin.name, None, created, None)
+        digest = secret_hash(secret)
+        keys = [self._tokens, self._by_hash]
+        if self._bootstrap(keys=keys, args=[record.name, digest, self._encode(record, digest)]):
+            return secret
+        return None
+
+    @translate_errors
+    def revoke(self, name: str) -> bool:
+        return bool(self._revoke(keys=[self._tokens, self._by_hash], args=[name]))
+
+    @translate_errors
+    def all(self) -> list[TokenRecord]:
+        records = [self._decode(raw) for raw in self._redis.hgetall(self._tokens).values()]
+        return sorted(records, key=lambda r: r.name)
+
+    @translate_errors
+    def authenticate(self, secret: str, now: float | None = None) -> TokenRecord | None:
+        """The live token with this secret, or None (unknown, revoked or expired)."""
+        moment = now if now is not None else time.time()
+        digest = secret_hash(secret)
+        name = self._redis.hget(self._by_hash, digest)
+        if name is None:
+            return None
+        raw = self._redis.hget(self._tokens, text(name))
+        if raw is None:
+            return None
+        data = json.loads(text(raw))
+        if data.get("hash") != digest:
+            return None
+        record = self._decode(raw)
+        if record.expired(moment):
+            return None
+        if record.last_used is None or moment - record.last_used >= LAST_USED_RESOLUTION_S:
+            used = TokenRecord(**{**record.to_dict(), "last_used": moment})
+            # Only over the record just read: a revoke or a re-create in between wins.
+            self._redis.eval(
+                "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then"
+                " redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end return 0",
+                1,
+                self._tokens,
+                record.name,
+                text(raw),
+                self._encode(used, digest),
+            )
+            record = used
+        return record
