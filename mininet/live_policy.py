@@ -93,9 +93,13 @@ def run(config: isolation.ScenarioConfig, phase_s: float, workdir: Path) -> list
             body = httpx.get(f"{stack.api}/v1/policy", timeout=10, headers=stack.headers).json()
             return int(body["version"]), body["policy"]
 
-        def measure(name: str, version: int, apply_ms: float | None) -> None:
+        def measure(
+            name: str, version: int, apply_ms: float | None, may_starve: bool = False
+        ) -> None:
             harness.wait_in_sync(SWITCH, parse_policy(active()[1]), ports)
-            latency = isolation.run_client(client, server.IP(), config, phase_s)
+            latency = isolation.run_client(
+                client, server.IP(), config, phase_s, may_starve=may_starve
+            )
             phases.append(Phase(name, version, latency, apply_ms))
 
         try:
@@ -108,7 +112,7 @@ def run(config: isolation.ScenarioConfig, phase_s: float, workdir: Path) -> list
                     moved, moved_ms = _put(
                         stack.api, stack.headers, moved_to_training(document), first
                     )
-                    measure("inference moved to training", moved, moved_ms)
+                    measure("inference moved to training", moved, moved_ms, may_starve=True)
                     back, back_ms = _rollback(stack.api, stack.headers, first, moved)
                     measure("rolled back", back, back_ms)
                 finally:

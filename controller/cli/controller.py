@@ -31,7 +31,11 @@ def controller(
     metrics_host: Annotated[str, typer.Option(help="Prometheus listen address")] = "127.0.0.1",
     redis_url: Annotated[
         str | None,
-        typer.Option(help="Follow policy versions in this Redis and report switches there"),
+        typer.Option(
+            envvar="FLOWLANE_REDIS_URL",
+            help="Follow policy versions in this Redis and report switches there"
+            " (redis://[:password@]host:port/db or rediss:// for TLS)",
+        ),
     ] = None,
     ovsdb: Annotated[
         str | None, typer.Option(help="OVSDB remote for queues (default: ovs-vsctl's)")

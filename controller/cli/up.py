@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import redis
@@ -47,6 +49,9 @@ from controller.store.policies import HISTORY_LIMIT
 DATA_DIR_ENV = "FLOWLANE_DATA_DIR"
 LOCK_FILE = "flowlane.lock"
 REDIS_LOG = "redis.log"
+REDIS_AUTH_CONF = "redis-auth.conf"
+"""The private Redis's password (0600), written afresh by every ``flowlane up``."""
+REDIS_URL_ENV = "FLOWLANE_REDIS_URL"
 _POLL_S = 0.1
 
 
@@ -69,14 +74,18 @@ def default_data_dir(euid: int, home: Path) -> Path:
     return home / ".local" / "share" / "flowlane"
 
 
-def redis_args(port: int, directory: Path, persistent: bool) -> list[str]:
+def redis_args(
+    port: int, directory: Path, persistent: bool, config: Path | None = None
+) -> list[str]:
     """``redis-server`` arguments: loopback only, files (and its log) in ``directory``.
 
     Persistent: an append-only file fsynced every second (a crash of the
     machine loses at most a second; a crash of Redis alone, nothing), and
     Redis's default RDB snapshots, which also keep the AOF rewrite small.
+    ``config`` is a file read first: the password, kept out of the command line.
     """
-    args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
+    args = [str(config)] if config is not None else []
+    args += ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(directory)]
     args += ["--logfile", str(directory / REDIS_LOG), "--loglevel", "warning"]
     if persistent:
         return [*args, "--appendonly", "yes", "--appendfsync", "everysec"]
@@ -91,6 +100,33 @@ def _free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def without_password(url: str) -> str:
+    """``url`` fit to print: a password in it is replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def write_redis_password(directory: Path) -> tuple[Path, str]:
+    """A fresh random password for the private Redis, in a config file only its owner reads.
+
+    It never appears in a command line (``ps`` shows those to every user): Redis
+    reads it from the file, the controller and the API from their environment.
+    """
+    password = secrets.token_urlsafe(24)
+    config = directory / REDIS_AUTH_CONF
+    config.unlink(missing_ok=True)
+    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, f"requirepass {password}\n".encode())
+    finally:
+        os.close(fd)
+    return config, password
 
 
 def _redis_ready(url: str) -> Callable[[], bool]:
@@ -131,6 +167,8 @@ class _Child:
     quiet: bool = False
     pass_fds: tuple[int, ...] = ()
     stop_timeout_s: float = 10.0
+    env: dict[str, str] | None = None
+    """Extra environment (the Redis URL with its password: never in the command line)."""
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> subprocess.Popen[bytes]:
@@ -138,6 +176,7 @@ class _Child:
             self.args,
             stdout=subprocess.DEVNULL if self.quiet else None,
             pass_fds=self.pass_fds,
+            env={**os.environ, **self.env} if self.env else None,
         )
         return self.process
 
@@ -319,9 +358,9 @@ def up(
     with contextlib.ExitStack() as resources:
         try:
             storage = "external"
+            shown_url = without_password(redis_url) if redis_url is not None else None
             if redis_url is None:
                 redis_port = _free_port()
-                redis_url = f"redis://127.0.0.1:{redis_port}/0"
                 server = shutil.which("redis-server")
                 if server is None:
                     raise StackError(
@@ -335,9 +374,15 @@ def up(
                     directory = (data_dir or default_data_dir(os.geteuid(), Path.home())).absolute()
                     lock = (resources.enter_context(open_data_dir(directory)),)
                     storage = f"{directory} (append-only file)"
+                config, password = write_redis_password(directory)
+                redis_url = f"redis://:{password}@127.0.0.1:{redis_port}/0"
+                shown_url = f"redis://127.0.0.1:{redis_port}/0 (password in {config})"
                 redis_child = _Child(
                     "redis-server",
-                    [server, *redis_args(redis_port, directory, persistent=not ephemeral)],
+                    [
+                        server,
+                        *redis_args(redis_port, directory, persistent=not ephemeral, config=config),
+                    ],
                     quiet=True,
                     pass_fds=lock,
                     stop_timeout_s=30.0,  # a clean stop writes its snapshot first
@@ -349,16 +394,19 @@ def up(
                     raise StackError(f"{exc}{_redis_log_tail(directory)}") from None
             elif not _redis_ready(redis_url)():
                 raise StackError(f"Redis at {redis_url} does not answer")
-            controller_args = ["--policy", str(policy), "--redis-url", redis_url]
+            secret_env = {REDIS_URL_ENV: redis_url}
+            controller_args = ["--policy", str(policy)]
             controller_args += ["--ofp-host", ofp_host, "--ofp-port", str(ofp_port)]
             controller_args += ["--metrics-port", str(metrics_port)]
-            controller_child = _Child("controller", [*flowlane, "controller", *controller_args])
+            controller_child = _Child(
+                "controller", [*flowlane, "controller", *controller_args], env=secret_env
+            )
             stack.start(controller_child)
-            api_args = ["--host", api_host, "--port", str(api_port), "--redis-url", redis_url]
+            api_args = ["--host", api_host, "--port", str(api_port)]
             api_args += ["--history-limit", str(history_limit)]
             tokens = token_file or default_token_file(os.environ, Path.home())
             api_args += ["--token-file", str(tokens)]
-            api_child = _Child("api", [*flowlane, "api", *api_args])
+            api_child = _Child("api", [*flowlane, "api", *api_args], env=secret_env)
             stack.start(api_child)
             api = f"http://{api_host}:{api_port}"
             stack.wait(
@@ -375,7 +423,7 @@ def up(
                 f"  REST API     {api}  (docs: {api}/docs)\n"
                 f"  OpenFlow     tcp:{ofp_host}:{ofp_port}\n"
                 f"  metrics      {metrics}\n"
-                f"  Redis        {redis_url}\n"
+                f"  Redis        {shown_url}\n"
                 f"  Redis data   {storage}\n"
                 f"  API token    {tokens} (the first admin token of an empty store)\n"
                 f"  pids         {pids}\n"

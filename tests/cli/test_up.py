@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
 import signal
 import socket
 import struct
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 import yaml
 from typer.testing import CliRunner
 
@@ -34,6 +36,8 @@ from controller.cli.up import (
     default_data_dir,
     open_data_dir,
     redis_args,
+    without_password,
+    write_redis_password,
 )
 from controller.store.client import connect
 from controller.store.switches import SwitchStore
@@ -187,6 +191,23 @@ class FakeSwitch:
 def test_the_data_directory_is_the_systems_for_root_and_the_users_otherwise() -> None:
     assert default_data_dir(0, Path("/root")) == Path("/var/lib/flowlane")
     assert default_data_dir(1000, Path("/home/ana")) == Path("/home/ana/.local/share/flowlane")
+
+
+def test_the_private_redis_password_stays_out_of_command_lines(tmp_path: Path) -> None:
+    config, password = write_redis_password(tmp_path)
+    assert config.stat().st_mode & 0o777 == 0o600
+    assert config.read_text() == f"requirepass {password}\n"
+    assert len(password) >= 32
+    args = redis_args(7000, tmp_path, persistent=True, config=config)
+    assert args[0] == str(config) and password not in " ".join(args)
+    again, other = write_redis_password(tmp_path)  # a new one per flowlane up
+    assert again == config and other != password
+
+
+def test_urls_are_printed_without_their_password() -> None:
+    assert without_password("redis://:s3cret@10.0.0.5:6380/1") == "redis://:***@10.0.0.5:6380/1"
+    assert without_password("rediss://app:pw@db/0") == "rediss://app:***@db/0"
+    assert without_password("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
 
 
 def test_the_private_redis_persists_unless_ephemeral(tmp_path: Path) -> None:
@@ -374,6 +395,14 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
         auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
         first = children(process.pid)
         assert set(first) == {"redis-server", "controller", "api"}
+        # The private Redis wants its password, which no command line shows.
+        password = (data / "redis-auth.conf").read_text().split()[1]
+        for pid in first.values():
+            assert password not in Path(f"/proc/{pid}/cmdline").read_text()
+        match = re.search(r"Redis +redis://127\.0\.0\.1:(\d+)/0", log.read_text())
+        assert match is not None, log.read_text()
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=int(match[1]), socket_timeout=2).ping()
         seen.update(first.values())
 
         # A second stack on the same data directory is refused: one writer per AOF.

@@ -29,7 +29,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, isolation.Mod
     for result in by_mode.values():
         print(
             f"{result.mode}: idle p99 {result.idle['latency_ms']['p99']:.2f} ms,"
-            f" loaded p99 {result.loaded['latency_ms']['p99']:.2f} ms,"
+            f" loaded p99 {result.loaded_ms('p99'):.2f} ms,"
             f" goodput {result.goodput_bps / 1e6:.1f} Mbit/s,"
             f" class bytes {result.class_bytes}"
         )
@@ -39,7 +39,7 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, isolation.Mod
 def test_fifo_baseline_shows_the_problem(results: dict[str, isolation.ModeResult]) -> None:
     """Without classes, training traffic queues in front of inference requests."""
     fifo = results["fifo"]
-    assert fifo.loaded["latency_ms"]["p99"] > 3 * fifo.idle["latency_ms"]["p99"]
+    assert fifo.loaded_ms("p99") > 3 * fifo.idle["latency_ms"]["p99"]
 
 
 def test_flowlane_keeps_inference_latency_far_below_fifo(
@@ -51,8 +51,8 @@ def test_flowlane_keeps_inference_latency_far_below_fifo(
     assert flowlane.loaded["errors"] == 0
     # p50 separates by an order of magnitude; the p99 tail on a 2-core machine running
     # the userspace datapath is partly CPU scheduling, so its margin is smaller.
-    assert flowlane.loaded["latency_ms"]["p50"] * 4 < fifo.loaded["latency_ms"]["p50"]
-    assert flowlane.loaded["latency_ms"]["p99"] * 1.3 < fifo.loaded["latency_ms"]["p99"]
+    assert flowlane.loaded_ms("p50") * 4 < fifo.loaded_ms("p50")
+    assert flowlane.loaded_ms("p99") * 1.3 < fifo.loaded_ms("p99")
 
 
 def test_training_keeps_the_port_busy(results: dict[str, isolation.ModeResult]) -> None:

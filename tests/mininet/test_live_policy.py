@@ -10,6 +10,7 @@ flows exactly (``live_policy.run`` does that before measuring).
 from __future__ import annotations
 
 import subprocess
+from typing import Any
 
 import isolation
 import live_policy
@@ -24,12 +25,22 @@ CONFIG = isolation.ScenarioConfig(ramp_s=2.0, inference_rate=200.0)
 def phases(tmp_path_factory: pytest.TempPathFactory) -> list[live_policy.Phase]:
     result = live_policy.run(CONFIG, 4.0, tmp_path_factory.mktemp("live"))
     for phase in result:
+        latency = phase.latency["latency_ms"]
         print(
             f"{phase.name}: version {phase.version}, apply {phase.apply_ms} ms,"
-            f" p50 {phase.latency['latency_ms']['p50']:.2f} ms,"
-            f" p99 {phase.latency['latency_ms']['p99']:.2f} ms"
+            f" p50 {latency['p50']} ms, p99 {latency['p99']} ms,"
+            f" errors {phase.latency['errors']} of {phase.latency['requests_scheduled']}"
         )
     return result
+
+
+def far_worse(worse: dict[str, Any], better: dict[str, Any]) -> bool:
+    """Inference in ``worse`` is far slower than in ``better``, or starved outright: behind a
+    training queue that cubic keeps full, requests (their SYNs too) time out."""
+    if worse["errors"] > 0.5 * worse["requests_scheduled"]:
+        return True
+    slow, fast = worse["latency_ms"], better["latency_ms"]
+    return bool(slow["p50"] > 4 * fast["p50"] and slow["p99"] > 1.3 * fast["p99"])
 
 
 def test_versions_advance_and_rollback_is_a_new_version(phases: list[live_policy.Phase]) -> None:
@@ -37,15 +48,15 @@ def test_versions_advance_and_rollback_is_a_new_version(phases: list[live_policy
 
 
 def test_moving_inference_into_training_degrades_it(phases: list[live_policy.Phase]) -> None:
-    before, moved, _ = (phase.latency["latency_ms"] for phase in phases)
-    assert moved["p50"] > 4 * before["p50"]
-    assert moved["p99"] > 1.3 * before["p99"]
+    before, moved, _ = (phase.latency for phase in phases)
+    assert before["errors"] == 0
+    assert far_worse(moved, before)
 
 
 def test_rollback_restores_inference_latency(phases: list[live_policy.Phase]) -> None:
-    _, moved, back = (phase.latency["latency_ms"] for phase in phases)
-    assert back["p50"] * 4 < moved["p50"]
-    assert back["p99"] * 1.3 < moved["p99"]
+    _, moved, back = (phase.latency for phase in phases)
+    assert back["errors"] == 0
+    assert far_worse(moved, back)
 
 
 def test_changes_are_confirmed_quickly(phases: list[live_policy.Phase]) -> None:
