@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -195,15 +195,11 @@ class StackProcess:
     process: subprocess.Popen[bytes]
     api: str
     log_path: Path
-    token_file: Path
+    headers: dict[str, str] = field(default_factory=dict)
+    """An admin's ``Authorization`` header: the token the API bootstrapped (read once)."""
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    @property
-    def headers(self) -> dict[str, str]:
-        """An admin's ``Authorization`` header: the token the API bootstrapped."""
-        return bearer_header(self.token_file)
 
 
 def bearer_header(token_file: Path) -> dict[str, str]:
@@ -266,7 +262,7 @@ def stack(
         cwd=REPO,
         start_new_session=True,
     )
-    handle = StackProcess(process, f"http://127.0.0.1:{api_port}", log_path, token_file)
+    handle = StackProcess(process, f"http://127.0.0.1:{api_port}", log_path)
     try:
         wait_for(
             "flowlane up",
@@ -276,6 +272,7 @@ def stack(
         if process.poll() is not None:
             raise RuntimeError(f"flowlane up exited with {process.returncode}:\n{handle.log()}")
         wait_for_token(token_file, process, handle.log)
+        handle.headers = bearer_header(token_file)
         yield handle
     finally:
         stop_process(process, timeout_s=20)

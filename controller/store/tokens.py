@@ -11,6 +11,7 @@ not turn every read into a Redis write.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import asdict, dataclass
@@ -67,6 +68,15 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 return 1
 """
 
+# Record a use, only over the record the caller read: a revoke or a re-create in between
+# wins. KEYS: tokens. ARGV: name, record read, record with its last use.
+_TOUCH = """
+if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+end
+return 0
+"""
+
 # Create the bootstrap admin only while no token exists at all. KEYS/ARGV as _CREATE.
 _BOOTSTRAP = """
 if redis.call('HLEN', KEYS[1]) > 0 then return 0 end
@@ -84,16 +94,18 @@ class TokenStore:
         self._create = client.register_script(_CREATE)
         self._revoke = client.register_script(_REVOKE)
         self._bootstrap = client.register_script(_BOOTSTRAP)
+        self._touch = client.register_script(_TOUCH)
 
     @staticmethod
     def _encode(record: TokenRecord, digest: str) -> str:
         return json.dumps({**record.to_dict(), "hash": digest})
 
     @staticmethod
-    def _decode(raw: bytes | str) -> TokenRecord:
+    def _decode(raw: bytes | str) -> tuple[TokenRecord, str | None]:
+        """The record and the hash of its secret."""
         data = json.loads(text(raw))
-        data.pop("hash", None)
-        return TokenRecord(**data)
+        digest = data.pop("hash", None)
+        return TokenRecord(**data), digest
 
     @translate_errors
     def create(
@@ -134,7 +146,7 @@ class TokenStore:
 
     @translate_errors
     def all(self) -> list[TokenRecord]:
-        records = [self._decode(raw) for raw in self._redis.hgetall(self._tokens).values()]
+        records = [self._decode(raw)[0] for raw in self._redis.hgetall(self._tokens).values()]
         return sorted(records, key=lambda r: r.name)
 
     @translate_errors
@@ -148,23 +160,13 @@ class TokenStore:
         raw = self._redis.hget(self._tokens, text(name))
         if raw is None:
             return None
-        data = json.loads(text(raw))
-        if data.get("hash") != digest:
-            return None
-        record = self._decode(raw)
-        if record.expired(moment):
+        record, stored_digest = self._decode(raw)
+        if stored_digest != digest or record.expired(moment):
             return None
         if record.last_used is None or moment - record.last_used >= LAST_USED_RESOLUTION_S:
-            used = TokenRecord(**{**record.to_dict(), "last_used": moment})
-            # Only over the record just read: a revoke or a re-create in between wins.
-            self._redis.eval(
-                "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then"
-                " redis.call('HSET', KEYS[1], ARGV[1], ARGV[3]) end return 0",
-                1,
-                self._tokens,
-                record.name,
-                text(raw),
-                self._encode(used, digest),
+            used = dataclasses.replace(record, last_used=moment)
+            self._touch(
+                keys=[self._tokens], args=[record.name, text(raw), self._encode(used, digest)]
             )
             record = used
         return record
