@@ -318,11 +318,13 @@ def test_an_older_store_is_flagged(start_follower: type[Follower], client: redis
     policies = PolicyStore(client)
     policies.put(other_document(), author="op")
     assert follower.applied.get(timeout=5)[1] == 2
-    # What a snapshot taken at version 1 holds.
-    client.hdel("flowlane:policy:versions", "2")
-    client.set("flowlane:policy:active", 1)
-    client.set("flowlane:policy:seq", 1)
-    # The three writes above are not atomic: a check in between may flag "gone" first.
+    # What a snapshot taken at version 1 holds, written at once as a restore is: a check
+    # between separate writes could raise the sequence back to 2 before it is lowered.
+    restore = client.pipeline(transaction=True)
+    restore.hdel("flowlane:policy:versions", "2")
+    restore.set("flowlane:policy:active", 1)
+    restore.set("flowlane:policy:seq", 1)
+    restore.execute()
     wanted = Regression("older", 2, 1)
     harness.wait_for("the regression flag", lambda: regression_of(follower.link) == wanted, 5)
     assert follower.applied.empty() and follower.link.enforced_version == 2
