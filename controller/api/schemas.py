@@ -203,6 +203,9 @@ class JobOut(BaseModel):
     traffic_class: str = Field(alias="class")
     endpoints: list[EndpointOut]
     ttl: float = Field(description="Seconds it lives after each registration")
+    tenant: str | None = Field(
+        default=None, description="The tenant of the token that registered it; null: none"
+    )
     created_at: float = Field(description="Unix time of the latest registration")
     expires_at: float = Field(description="Unix time; the job is gone after it")
 

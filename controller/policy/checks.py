@@ -9,6 +9,7 @@ from controller.policy.detection import detection_errors
 from controller.policy.errors import FieldError
 from controller.policy.forwarding import forwarding_errors
 from controller.policy.model import Policy
+from controller.policy.tenants import tenant_errors
 from controller.policy.units import ShareRate, format_rate
 
 
@@ -25,6 +26,7 @@ def semantic_errors(policy: Policy) -> list[FieldError]:
             else []
         ),
         *forwarding_errors(policy.forwarding, policy.class_names, policy.detection),
+        *tenant_errors(policy.tenants),
     ]
 
 

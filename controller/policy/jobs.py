@@ -32,7 +32,7 @@ from pydantic import (
 from controller.policy.errors import FieldError
 from controller.policy.match import (
     MAX_FLOWS_PER_RULE,
-    Ipv4Net,
+    Ipv4Field,
     PortRange,
     PortSet,
     port_prefixes,
@@ -62,23 +62,8 @@ def format_ports(ranges: tuple[PortRange, ...]) -> list[int | str]:
     return [low if low == high else f"{low}-{high}" for low, high in ranges]
 
 
-_QUAD = r"[0-9]{1,3}(\.[0-9]{1,3}){3}"
-_IPV4_PATTERN = rf"^{_QUAD}(/([0-9]{{1,2}}|{_QUAD}))?$"
-"""What ``ipaddress`` parses: an address, with a prefix length or a netmask (documentation)."""
 _DURATION_PATTERN = r"^\s*[0-9]+(\.[0-9]+)?\s*([mM][sS]|[sSmMhH])\s*$"
 
-Ipv4Field = Annotated[
-    Ipv4Net,
-    PlainSerializer(str),
-    WithJsonSchema(
-        {
-            "type": "string",
-            "pattern": _IPV4_PATTERN,
-            "examples": ["10.0.0.0/24", "10.0.0.5"],
-            "description": "An IPv4 network in CIDR notation (a bare address is a /32)",
-        }
-    ),
-]
 _PORT_ITEM: dict[str, Any] = {
     "anyOf": [
         {"type": "integer", "minimum": 0, "maximum": 65535},

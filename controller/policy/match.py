@@ -11,7 +11,15 @@ from __future__ import annotations
 import ipaddress
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    WithJsonSchema,
+    model_validator,
+)
 
 ETH_TYPE_IPV4 = 0x0800
 ETH_TYPE_IPV6 = 0x86DD
@@ -118,6 +126,23 @@ EthType = Annotated[int, BeforeValidator(_parse_eth_type)]
 IpProto = Annotated[int, BeforeValidator(_parse_ip_proto)]
 Ipv4Net = Annotated[ipaddress.IPv4Network, BeforeValidator(_parse_ipv4_network)]
 InPort = Annotated[int | str, BeforeValidator(_parse_in_port)]
+
+_QUAD = r"[0-9]{1,3}(\.[0-9]{1,3}){3}"
+_IPV4_PATTERN = rf"^{_QUAD}(/([0-9]{{1,2}}|{_QUAD}))?$"
+"""What ``ipaddress`` parses: an address, with a prefix length or a netmask (documentation)."""
+
+Ipv4Field = Annotated[
+    Ipv4Net,
+    PlainSerializer(str),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": _IPV4_PATTERN,
+            "examples": ["10.0.0.0/24", "10.0.0.5"],
+            "description": "An IPv4 network in CIDR notation (a bare address is a /32)",
+        }
+    ),
+]
 
 L4Family = Literal["tcp", "udp"]
 

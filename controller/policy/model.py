@@ -22,6 +22,7 @@ from pydantic import (
 from controller.policy.detection import DetectionSpec
 from controller.policy.forwarding import ForwardingSpec
 from controller.policy.match import MatchSpec
+from controller.policy.tenants import MAX_TENANTS, Tenant
 from controller.policy.units import (
     AbsoluteRate,
     ShareRate,
@@ -98,6 +99,8 @@ class Policy(BaseModel):
     """Elephant detection for flows no rule claims; off when absent."""
     forwarding: ForwardingSpec = Field(default_factory=ForwardingSpec)
     """``normal`` (OVS L2 switching) or ``fabric`` (the controller routes a leaf-spine)."""
+    tenants: dict[Name, Tenant] = Field(default_factory=dict, max_length=MAX_TENANTS)
+    """Teams sharing the fabric, by the networks of their hosts: scopes tenant tokens."""
 
     @property
     def class_names(self) -> tuple[str, ...]:

@@ -24,14 +24,60 @@ class JobRecord:
     """The job as registered (validated by the API): class, endpoints, ttl."""
     created_at: float
     expires_at: float
+    tenant: str | None = None
+    """The tenant of the token that registered it; None: an unscoped token did."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             **self.document,
             "name": self.name,
+            "tenant": self.tenant,
             "created_at": self.created_at,
             "expires_at": self.expires_at,
         }
+
+    @staticmethod
+    def decode(name: str, raw: str) -> JobRecord:
+        data = json.loads(raw)
+        return JobRecord(
+            name, data["document"], data["created_at"], data["expires_at"], data.get("tenant")
+        )
+
+
+class JobOwnedError(Exception):
+    """A live job of that name belongs to another tenant."""
+
+
+# A tenant may replace only its own jobs (or an expired one); an unscoped caller ('' here)
+# any. KEYS: jobs hash. ARGV: name, record, tenant, now, channel message.
+# Returns 1 when stored, 0 when another tenant's live job holds the name.
+_PUT = """
+if ARGV[3] ~= '' then
+  local old = redis.call('HGET', KEYS[1], ARGV[1])
+  if old then
+    local record = cjson.decode(old)
+    if record['tenant'] ~= ARGV[3] and tonumber(record['expires_at']) > tonumber(ARGV[4]) then
+      return 0
+    end
+  end
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PUBLISH', KEYS[2], ARGV[5])
+return 1
+"""
+
+# KEYS: jobs hash, channel. ARGV: name, tenant ('' for any), now, channel message.
+# Returns 1 when deleted.
+_DELETE = """
+local old = redis.call('HGET', KEYS[1], ARGV[1])
+if not old then return 0 end
+local record = cjson.decode(old)
+if tonumber(record['expires_at']) <= tonumber(ARGV[3]) then return 0 end
+if ARGV[2] ~= '' and record['tenant'] ~= ARGV[2] then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('PUBLISH', KEYS[2], ARGV[4])
+return 1
+"""
 
 
 class JobStore:
@@ -39,6 +85,8 @@ class JobStore:
         self._redis = client
         self._jobs = f"{prefix}:jobs"
         self.channel = f"{prefix}:jobs:events"
+        self._put = client.register_script(_PUT)
+        self._delete = client.register_script(_DELETE)
         self._delete_if_same = client.register_script(
             "if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then"
             " return redis.call('HDEL', KEYS[1], ARGV[1]) end return 0"
@@ -46,29 +94,44 @@ class JobStore:
 
     @translate_errors
     def put(
-        self, name: str, document: dict[str, Any], ttl_s: float, now: float | None = None
+        self,
+        name: str,
+        document: dict[str, Any],
+        ttl_s: float,
+        now: float | None = None,
+        tenant: str | None = None,
     ) -> JobRecord:
-        """Register or replace a job; its expiry restarts from now."""
+        """Register or replace a job; its expiry restarts from now.
+
+        With a ``tenant``, a live job of that name registered by anyone else is
+        left alone (``JobOwnedError``): a team cannot take over another's job.
+        """
         created = now if now is not None else time.time()
-        record = JobRecord(name, document, created, created + ttl_s)
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(
-            self._jobs,
-            name,
-            json.dumps(
-                {"document": document, "created_at": created, "expires_at": created + ttl_s}
-            ),
+        record = JobRecord(name, document, created, created + ttl_s, tenant)
+        stored = {
+            "document": document,
+            "created_at": created,
+            "expires_at": created + ttl_s,
+            "tenant": tenant,
+        }
+        done = self._put(
+            keys=[self._jobs, self.channel],
+            args=[name, json.dumps(stored), tenant or "", created, json.dumps({"job": name})],
         )
-        pipe.publish(self.channel, json.dumps({"job": name}))
-        pipe.execute()
+        if not done:
+            raise JobOwnedError(f"job {name!r} belongs to another tenant; pick another name")
         return record
 
     @translate_errors
-    def delete(self, name: str) -> bool:
-        removed = bool(self._redis.hdel(self._jobs, name))
-        if removed:
-            self._redis.publish(self.channel, json.dumps({"job": name}))
-        return removed
+    def delete(self, name: str, tenant: str | None = None, now: float | None = None) -> bool:
+        """Delete a live job; with a ``tenant``, only one that tenant registered."""
+        moment = now if now is not None else time.time()
+        return bool(
+            self._delete(
+                keys=[self._jobs, self.channel],
+                args=[name, tenant or "", moment, json.dumps({"job": name})],
+            )
+        )
 
     @translate_errors
     def all(self, now: float | None = None) -> list[JobRecord]:
@@ -76,8 +139,7 @@ class JobStore:
         moment = now if now is not None else time.time()
         records = []
         for name, raw in self._redis.hgetall(self._jobs).items():
-            data = json.loads(text(raw))
-            record = JobRecord(text(name), data["document"], data["created_at"], data["expires_at"])
+            record = JobRecord.decode(text(name), text(raw))
             if record.expires_at > moment:
                 records.append(record)
         return sorted(records, key=lambda r: r.name)

@@ -64,6 +64,7 @@ def test_register_a_job(with_policy: TestClient, jobs: JobStore, events: EventSt
         "class": "training",
         "endpoints": endpoints,
         "ttl": 600.0,
+        "tenant": None,
     }
     assert before <= body["created_at"] <= time.time()
     assert body["expires_at"] == pytest.approx(body["created_at"] + 600)

@@ -11,7 +11,7 @@ import redis
 
 from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError
-from controller.store.jobs import JobRecord, JobStore
+from controller.store.jobs import JobOwnedError, JobRecord, JobStore
 
 DOCUMENT: dict[str, Any] = {
     "class": "training",
@@ -50,9 +50,42 @@ def test_put_returns_and_stores_the_record(store: JobStore) -> None:
     assert record.to_dict() == {
         **DOCUMENT,
         "name": "train-1",
+        "tenant": None,
         "created_at": 1000.0,
         "expires_at": 1060.0,
     }
+
+
+def test_a_tenant_cannot_take_over_another_tenants_live_job(store: JobStore) -> None:
+    store.put("train-1", DOCUMENT, 60, now=1000.0, tenant="blue")
+    with pytest.raises(JobOwnedError, match="belongs to another tenant"):
+        store.put("train-1", {**DOCUMENT, "ttl": 5.0}, 5, now=1001.0, tenant="red")
+    assert store.get("train-1", now=1001.0) == JobRecord(
+        "train-1", DOCUMENT, 1000.0, 1060.0, "blue"
+    )
+    # Its own tenant renews it; once expired, the name is free for anyone.
+    assert store.put("train-1", DOCUMENT, 60, now=1002.0, tenant="blue").tenant == "blue"
+    assert store.put("train-1", DOCUMENT, 60, now=2000.0, tenant="red").tenant == "red"
+
+
+def test_a_tenant_cannot_take_over_an_unscoped_job_but_an_unscoped_caller_can(
+    store: JobStore,
+) -> None:
+    store.put("train-1", DOCUMENT, 60, now=1000.0)
+    with pytest.raises(JobOwnedError):
+        store.put("train-1", DOCUMENT, 60, now=1001.0, tenant="red")
+    assert store.put("train-1", DOCUMENT, 60, now=1001.0).tenant is None
+
+
+def test_a_tenant_deletes_only_its_own_jobs(store: JobStore) -> None:
+    store.put("blue-job", DOCUMENT, 60, tenant="blue")
+    store.put("open-job", DOCUMENT, 60)
+    assert not store.delete("blue-job", tenant="red")
+    assert not store.delete("open-job", tenant="red")
+    assert [job.name for job in store.all()] == ["blue-job", "open-job"]
+    assert store.delete("blue-job", tenant="blue")
+    assert store.delete("open-job")  # an unscoped caller deletes any
+    assert store.all() == []
 
 
 def test_jobs_are_listed_by_name(store: JobStore) -> None:

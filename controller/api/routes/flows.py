@@ -18,10 +18,13 @@ from fastapi import APIRouter, Query
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.auth import PrincipalDep
 from controller.api.errors import invalid_input
 from controller.api.routes.jobs import NAME_PATTERN
 from controller.api.schemas import ErrorOut, FlowsOut, ValidationErrorOut
+from controller.api.scopes import scope_for
 from controller.api.services import Services, ServicesDep
+from controller.auth.model import Principal
 from controller.policy.errors import FieldError
 from controller.store.flows import FlowRecord
 
@@ -104,12 +107,20 @@ def flow_json(flow: FlowRecord) -> dict[str, Any]:
 
 
 def _flows(
-    services: Services, traffic_class: str | None, dpid: str | None, min_bytes: int, limit: int
+    services: Services,
+    principal: Principal,
+    traffic_class: str | None,
+    dpid: str | None,
+    min_bytes: int,
+    limit: int,
 ) -> list[dict[str, Any]]:
     live = set(services.live_switches())
     if dpid is not None:
         live &= {dpid}
     records = services.flows.all(live) if live else []
+    scope = scope_for(services, principal)
+    if scope.scoped:
+        records = [flow for flow in records if scope.sees_flow(flow.src, flow.dst)]
     selected = select_flows(
         records, traffic_class=traffic_class, switch=dpid, min_bytes=min_bytes, limit=limit
     )
@@ -119,6 +130,7 @@ def _flows(
 @router.get("/flows", response_model=FlowsOut, responses=_RESPONSES)
 async def flows(
     services: ServicesDep,
+    principal: PrincipalDep,
     traffic_class: Annotated[
         str | None, Query(alias="class", pattern=NAME_PATTERN, description="Only this class")
     ] = None,
@@ -140,7 +152,8 @@ async def flows(
     """Flows tracked on the switches of live controllers, by bytes (largest first).
 
     ``why`` says what gave a flow its class: ``rule:<name>``, ``job:<name>``,
-    ``detected`` (an elephant) or ``default``.
+    ``detected`` (an elephant) or ``default``.  A tenant's token sees only flows
+    with an end in its tenant's networks.
     """
     dpid = None
     if switch is not None:
@@ -148,6 +161,8 @@ async def flows(
             dpid = f"{parse_dpid(switch):016x}"
         except ValueError as exc:
             raise invalid_input([FieldError("query.switch", str(exc))]) from None
-    flows = await run_in_threadpool(_flows, services, traffic_class, dpid, min_bytes, limit)
+    flows = await run_in_threadpool(
+        _flows, services, principal, traffic_class, dpid, min_bytes, limit
+    )
     # The records are already JSON values: skip validating up to 100 000 of them again.
     return JSONResponse({"flows": flows})

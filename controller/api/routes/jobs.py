@@ -21,14 +21,17 @@ from pydantic import BaseModel
 from starlette.concurrency import run_in_threadpool
 
 from controller.api.audit import note
-from controller.api.auth import needs
+from controller.api.auth import PrincipalDep, needs
 from controller.api.documents import SOURCE, parse_model
 from controller.api.errors import ApiError, invalid_input
 from controller.api.schemas import ErrorOut, JobOut, JobsOut, ValidationErrorOut
+from controller.api.scopes import scope_for
 from controller.api.services import Services, ServicesDep
-from controller.auth.model import Role
+from controller.auth.model import Principal, Role
+from controller.auth.tenancy import Scope
 from controller.policy.jobs import JobSpec, job_errors
-from controller.store.jobs import JobRecord
+from controller.policy.tenants import tenants_of
+from controller.store.jobs import JobOwnedError, JobRecord
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$"
 """The policy's name pattern (``controller.policy.model.Name``): a job is named like a rule."""
@@ -91,7 +94,7 @@ def _purge(services: Services) -> None:
         services.events.append("job", {"name": name, "op": "expired"})
 
 
-def _register(services: Services, spec: JobSpec) -> JobRecord:
+def _register(services: Services, spec: JobSpec, principal: Principal) -> JobRecord:
     active = services.policies.active()
     if active is None:
         raise ApiError(
@@ -102,9 +105,16 @@ def _register(services: Services, spec: JobSpec) -> JobRecord:
     errors = job_errors(spec, class_names(active.document))
     if errors:
         raise invalid_input(errors, SOURCE)
+    scope = Scope.of(principal, tenants_of(active.document))
+    refusal = scope.job_refusal(spec)
+    if refusal is not None:
+        raise ApiError(403, refusal)
     _purge(services)
     document = spec.document()
-    record = services.jobs.put(spec.name, document, spec.ttl)
+    try:
+        record = services.jobs.put(spec.name, document, spec.ttl, tenant=scope.tenant)
+    except JobOwnedError as exc:
+        raise ApiError(409, str(exc)) from None
     services.events.append(
         "job",
         {
@@ -117,22 +127,26 @@ def _register(services: Services, spec: JobSpec) -> JobRecord:
     return record
 
 
-def _list(services: Services) -> JobsOut:
+def _list(services: Services, principal: Principal) -> JobsOut:
     _purge(services)
-    return JobsOut(jobs=[job_out(record) for record in services.jobs.all()])
+    scope = scope_for(services, principal)
+    return JobsOut(
+        jobs=[job_out(record) for record in services.jobs.all() if scope.owns(record.tenant)]
+    )
 
 
-def _get(services: Services, name: str) -> JobOut:
+def _get(services: Services, name: str, principal: Principal) -> JobOut:
     _purge(services)
     record = services.jobs.get(name)
-    if record is None:
+    # Another tenant's job is answered as absent: its name says nothing to this caller.
+    if record is None or not scope_for(services, principal).owns(record.tenant):
         raise ApiError(404, f"no job {name!r}")
     return job_out(record)
 
 
-def _delete(services: Services, name: str) -> None:
+def _delete(services: Services, name: str, principal: Principal) -> None:
     _purge(services)
-    if not services.jobs.delete(name):
+    if not services.jobs.delete(name, tenant=principal.tenant):
         raise ApiError(404, f"no job {name!r}")
     services.events.append("job", {"name": name, "op": "deleted"})
 
@@ -146,7 +160,12 @@ def _delete(services: Services, name: str) -> None:
             "description": "Stored (or replaced, its TTL restarted)",
             "headers": {"Location": {"schema": {"type": "string"}, "description": "The job"}},
         },
-        409: {"model": ErrorOut, "description": "No policy yet: the class cannot be checked"},
+        403: {"model": ErrorOut, "description": "An endpoint is outside the token's tenant"},
+        409: {
+            "model": ErrorOut,
+            "description": "No policy yet (the class cannot be checked),"
+            " or another tenant's job has the name",
+        },
         **_INVALID,
         **_UNAVAILABLE,
     },
@@ -155,31 +174,37 @@ def _delete(services: Services, name: str) -> None:
         **needs(Role.operator),
     },
 )
-async def register_job(request: Request, response: Response, services: ServicesDep) -> JobOut:
+async def register_job(
+    request: Request, response: Response, services: ServicesDep, principal: PrincipalDep
+) -> JobOut:
     """Register a job, or replace the one of that name and restart its TTL (201).
 
     The class must be one of the active policy's (422 at path ``class``
     otherwise, 409 while there is no policy).  Nothing is stored when the
-    body is invalid.  Re-sending the same job is harmless, so a client may
+    body is invalid.  A tenant's token registers endpoints inside its
+    networks only (403 naming the others) and cannot replace another
+    tenant's job (409).  Re-sending the same job is harmless, so a client may
     retry after a 503.
     """
     spec = parse_model(await request.body(), JobSpec)
     note(request, job=spec.name)
-    record = await run_in_threadpool(_register, services, spec)
+    record = await run_in_threadpool(_register, services, spec, principal)
     response.headers["Location"] = f"/v1/jobs/{spec.name}"
     return job_out(record)
 
 
 @router.get("", response_model=JobsOut, responses=_UNAVAILABLE)
-async def list_jobs(services: ServicesDep) -> JobsOut:
-    """Live jobs, by name; expired ones are purged (and an ``expired`` event recorded)."""
-    return await run_in_threadpool(_list, services)
+async def list_jobs(services: ServicesDep, principal: PrincipalDep) -> JobsOut:
+    """Live jobs, by name; expired ones are purged (and an ``expired`` event recorded).
+    A tenant's token sees its tenant's jobs only."""
+    return await run_in_threadpool(_list, services, principal)
 
 
 @router.get("/{name}", response_model=JobOut, responses={**_NOT_FOUND, **_INVALID, **_UNAVAILABLE})
-async def get_job(name: JobName, services: ServicesDep) -> JobOut:
-    """One live job (404 when there is none of that name, or it expired)."""
-    return await run_in_threadpool(_get, services, name)
+async def get_job(name: JobName, services: ServicesDep, principal: PrincipalDep) -> JobOut:
+    """One live job (404 when there is none of that name, it expired, or it is another
+    tenant's)."""
+    return await run_in_threadpool(_get, services, name, principal)
 
 
 @router.delete(
@@ -194,8 +219,11 @@ async def get_job(name: JobName, services: ServicesDep) -> JobOut:
     },
     openapi_extra=needs(Role.operator),
 )
-async def delete_job(name: JobName, request: Request, services: ServicesDep) -> Response:
-    """Delete a live job (204); its flows fall back to the rules and the default class."""
+async def delete_job(
+    name: JobName, request: Request, services: ServicesDep, principal: PrincipalDep
+) -> Response:
+    """Delete a live job (204); its flows fall back to the rules and the default class.
+    A tenant's token deletes its tenant's jobs only (404 for others)."""
     note(request, job=name)
-    await run_in_threadpool(_delete, services, name)
+    await run_in_threadpool(_delete, services, name, principal)
     return Response(status_code=204)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from starlette.concurrency import run_in_threadpool
 
 from controller.api.audit import note
@@ -58,6 +58,15 @@ class TokenIn(BaseModel):
     @classmethod
     def _role(cls, value: str) -> str:
         return Role.parse(value).name
+
+    @model_validator(mode="after")
+    def _tenant(self) -> TokenIn:
+        if self.tenant is not None and self.role == Role.admin.name:
+            raise ValueError(
+                "an admin token cannot have a tenant: an admin writes the policy that"
+                " declares the tenants; give the tenant a viewer or operator token"
+            )
+        return self
 
     @field_validator("ttl")
     @classmethod
