@@ -20,6 +20,7 @@ from controller.api.auth import authorize
 from controller.api.bootstrap import bootstrap_admin
 from controller.api.errors import install_error_handlers
 from controller.api.guards import GuardMiddleware
+from controller.api.limits import BodyLimitMiddleware
 from controller.api.metrics import ApiMetrics, MetricsMiddleware
 from controller.api.openapi import install_openapi
 from controller.api.routes import (
@@ -58,9 +59,11 @@ controllers report about their switches.
   jobs, `admin` also writes policy and manages tokens. 401 without a valid
   token, 403 when its role is too low. The author of a version is the name
   of the token that wrote it.
-- Writes take `application/json` bodies only (415 otherwise) and refuse
-  cross-origin browser requests (403). Every write and every refused
-  attempt is in the audit log (`GET /v1/audit`).
+- Writes take `application/json` bodies only (415 otherwise) of at most
+  8 MiB by default (413 otherwise: `flowlane api --max-body`), and refuse
+  cross-origin browser requests (403). A policy may expand to at most 65 536
+  classification entries per switch and a job to 16 384 (422 with the count).
+  Every write and every refused attempt is in the audit log (`GET /v1/audit`).
 """
 
 
@@ -104,7 +107,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
     )
     app.state.services = services
     install_error_handlers(app)
-    # The last added runs first: metrics see everything, the audit sees refusals by the guard.
+    # The last added runs first: metrics see everything, the audit sees refusals by the guard
+    # and by the size limit.
+    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
     app.add_middleware(GuardMiddleware)
     app.add_middleware(AuditMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=ApiMetrics(settings.registry))

@@ -37,6 +37,7 @@ from controller.pipeline.desired import FabricInputs, desired_state
 from controller.pipeline.flows import FIELD_BITS, FlowKey, InstalledFlow, MatchField, make_match
 from controller.policy.detection import DetectionSpec
 from controller.policy.jobs import JobSpec
+from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
 from controller.qos.plan import plan_port_qos
 from controller.store.switches import FlowRecord, PortReport, SwitchReport
@@ -156,5 +157,7 @@ def plan_switches(
 ) -> PlanOut:
     return PlanOut(
         active_version=active_version,
+        rule_entries=rule_entries(policy.rules),
+        rule_entry_limit=MAX_POLICY_ENTRIES,
         switches=[plan_report(policy, r, applied.get(r.dpid_hex), live) for r in reports],
     )

@@ -175,6 +175,10 @@ class SwitchPlanOut(BaseModel):
 
 class PlanOut(BaseModel):
     active_version: int | None
+    rule_entries: int = Field(
+        description="Classification entries the rules expand to on each switch (at most)"
+    )
+    rule_entry_limit: int = Field(description="The most a policy may expand to (422 above it)")
     switches: list[SwitchPlanOut]
 
 

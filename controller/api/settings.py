@@ -8,6 +8,7 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
+from controller.api.limits import MAX_BODY_BYTES
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
 
@@ -34,6 +35,8 @@ class ApiSettings:
     """How often a waiting request reads the applied versions (one small hash)."""
     history_limit: int = HISTORY_LIMIT
     """Policy versions kept; each write trims older ones (never the active one)."""
+    max_body_bytes: int = MAX_BODY_BYTES
+    """Larger request bodies get 413, unread."""
     token_file: Path | None = None
     """Where the first start on a store without tokens writes its admin token (mode 0600);
     None: no bootstrap (tests create their tokens)."""
@@ -45,6 +48,8 @@ class ApiSettings:
             raise ValueError("need 0 < default_wait_timeout_s <= max_wait_timeout_s")
         if self.poll_interval_s <= 0:
             raise ValueError("poll_interval_s must be positive")
+        if self.max_body_bytes < 1024:
+            raise ValueError(f"max_body_bytes must be at least 1024, got {self.max_body_bytes}")
         if self.history_limit < 1:
             raise ValueError(
                 f"history_limit must be at least 1 (the active version is always kept),"

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from controller.api.limits import MAX_BODY_BYTES
 from controller.api.settings import ApiSettings
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
@@ -49,6 +50,9 @@ def api(
             show_default=False,
         ),
     ] = None,
+    max_body: Annotated[
+        int, typer.Option(min=1024, help="Largest request body in bytes (413 above it)")
+    ] = MAX_BODY_BYTES,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Serve the REST API: OpenAPI at /docs, metrics at /metrics.
@@ -65,6 +69,7 @@ def api(
             default_wait_timeout_s=wait_timeout,
             max_wait_timeout_s=max_wait_timeout,
             history_limit=history_limit,
+            max_body_bytes=max_body,
             token_file=token_file or default_token_file(os.environ, Path.home()),
         )
     except ValueError as exc:

@@ -252,6 +252,12 @@ def _changes_cell(changes: dict[str, Any]) -> str:
 
 def render_plan(body: dict[str, Any]) -> None:
     switches = body.get("switches", [])
+    if "rule_entries" in body:
+        out.print(
+            f"rules: {body['rule_entries']} classification entries per switch"
+            f" (limit {body['rule_entry_limit']})",
+            highlight=False,
+        )
     if not switches:
         out.print("valid; no live switch, so nothing would change now")
         return

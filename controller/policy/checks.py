@@ -8,6 +8,7 @@ from fractions import Fraction
 from controller.policy.detection import detection_errors
 from controller.policy.errors import FieldError
 from controller.policy.forwarding import forwarding_errors
+from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
 from controller.policy.tenants import tenant_errors
 from controller.policy.units import ShareRate, format_rate
@@ -27,6 +28,7 @@ def semantic_errors(policy: Policy) -> list[FieldError]:
         ),
         *forwarding_errors(policy.forwarding, policy.class_names, policy.detection),
         *tenant_errors(policy.tenants),
+        *_size_errors(policy),
     ]
 
 
@@ -108,3 +110,13 @@ def _rate_errors(policy: Policy) -> Iterator[FieldError]:
                     f" {traffic_class.min_rate} on a {port_rate} port",
                 )
                 break
+
+
+def _size_errors(policy: Policy) -> Iterator[FieldError]:
+    entries = rule_entries(policy.rules)
+    if entries > MAX_POLICY_ENTRIES:
+        yield FieldError(
+            "rules",
+            f"the rules expand to {entries} OpenFlow entries per switch, more than the limit"
+            f" of {MAX_POLICY_ENTRIES}: use fewer rules, or wider port ranges and networks",
+        )

@@ -27,9 +27,11 @@ from pydantic import (
     ValidationError,
     WithJsonSchema,
     field_validator,
+    model_validator,
 )
 
 from controller.policy.errors import FieldError
+from controller.policy.limits import MAX_JOB_ENTRIES, job_entries
 from controller.policy.match import (
     MAX_FLOWS_PER_RULE,
     Ipv4Field,
@@ -129,6 +131,17 @@ class JobSpec(BaseModel):
     traffic_class: Name = Field(alias="class", description="A class of the active policy")
     endpoints: list[Endpoint] = Field(min_length=1, max_length=MAX_ENDPOINTS)
     ttl: TtlField = DEFAULT_TTL_S
+
+    @model_validator(mode="after")
+    def _check_expansion(self) -> JobSpec:
+        entries = job_entries(endpoint.ports for endpoint in self.endpoints)
+        if entries > MAX_JOB_ENTRIES:
+            raise ValueError(
+                f"the endpoints expand to {entries} OpenFlow entries per switch, more than the"
+                f" limit of {MAX_JOB_ENTRIES}: fewer endpoints, fewer port ranges, or wider"
+                " networks in place of single hosts"
+            )
+        return self
 
     def document(self) -> dict[str, Any]:
         """What the store keeps under the job's name: normalized, and JSON."""

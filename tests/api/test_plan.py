@@ -9,6 +9,7 @@ from fastapi.testclient import TestClient
 
 from controller.api.planning import installed_flow
 from controller.pipeline.flows import FlowKey, InstalledFlow, MatchField
+from controller.policy.limits import MAX_POLICY_ENTRIES
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
 
 DPID = "0000000000000001"
@@ -29,7 +30,13 @@ def only_switch(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_no_live_switch_means_an_empty_plan(client: TestClient, document: dict[str, Any]) -> None:
-    assert plan(client, document) == {"active_version": None, "switches": []}
+    entries = 3 * 2 * 2  # 3 rules of one port prefix each, two families, two directions
+    assert plan(client, document) == {
+        "active_version": None,
+        "rule_entries": entries,
+        "rule_entry_limit": MAX_POLICY_ENTRIES,
+        "switches": [],
+    }
 
 
 def test_an_empty_switch_gets_every_flow_and_queue(

@@ -186,7 +186,7 @@ async def register_job(
     tenant's job (409).  Re-sending the same job is harmless, so a client may
     retry after a 503.
     """
-    spec = parse_model(await request.body(), JobSpec)
+    spec = await run_in_threadpool(parse_model, await request.body(), JobSpec)
     note(request, job=spec.name)
     record = await run_in_threadpool(_register, services, spec, principal)
     response.headers["Location"] = f"/v1/jobs/{spec.name}"

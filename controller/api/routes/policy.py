@@ -373,7 +373,7 @@ def build_router(settings: ApiSettings) -> APIRouter:
         Body: ``{"version": N}``.  Rolling back to the active document stores
         nothing (200, `unchanged: true`); a version trimmed from the history is 404.
         """
-        body = parse_model(await request.body(), RollbackIn)
+        body = await run_in_threadpool(parse_model, await request.body(), RollbackIn)
         note(
             request,
             before=await run_in_threadpool(services.policies.active_version),

@@ -117,7 +117,7 @@ def _create(services: Services, spec: TokenIn) -> NewTokenOut:
 )
 async def create_token(request: Request, services: ServicesDep) -> NewTokenOut:
     """Create a token (201); its secret is in this answer only."""
-    spec = parse_model(await request.body(), TokenIn)
+    spec = await run_in_threadpool(parse_model, await request.body(), TokenIn)
     note(request, token_name=spec.name, token_role=spec.role, token_tenant=spec.tenant)
     return await run_in_threadpool(_create, services, spec)
 
