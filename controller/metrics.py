@@ -29,6 +29,12 @@ class ControllerMetrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
+        self.refused_connections = Counter(
+            "flowlane_switch_connections_refused_total",
+            "Connections closed for claiming the datapath id of a live, answering switch",
+            ["dpid"],
+            registry=self.registry,
+        )
         self.sync_failures = Counter(
             "flowlane_switch_sync_failures_total",
             "Syncs that did not complete (timeouts, switch errors)",

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import ssl
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -53,6 +54,14 @@ def api(
     max_body: Annotated[
         int, typer.Option(min=1024, help="Largest request body in bytes (413 above it)")
     ] = MAX_BODY_BYTES,
+    tls_cert: Annotated[
+        Path | None, typer.Option(help="Serve HTTPS with this PEM certificate (flowlane certs)")
+    ] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="The certificate's private key")] = None,
+    tls_client_ca: Annotated[
+        Path | None,
+        typer.Option(help="Also require a client certificate signed by this CA (mutual TLS)"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Serve the REST API: OpenAPI at /docs, metrics at /metrics.
@@ -74,9 +83,31 @@ def api(
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
+    tls = tls_options(tls_cert, tls_key, tls_client_ca)
     # Imported late: the policy and switch commands need neither uvicorn nor FastAPI.
     import uvicorn
 
     from controller.api.app import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower())
+    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(), **tls)
+
+
+def tls_options(cert: Path | None, key: Path | None, client_ca: Path | None) -> dict[str, Any]:
+    """uvicorn's TLS arguments, after checking the files are there and belong together."""
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise typer.BadParameter("--tls-client-ca needs --tls-cert and --tls-key")
+        return {}
+    if cert is None or key is None:
+        raise typer.BadParameter("give --tls-cert and --tls-key together")
+    for option, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
+        if path is not None and not path.is_file():
+            raise typer.BadParameter(f"{option} {path}: no such file")
+    try:  # a wrong key or a corrupt file is reported here, not as a uvicorn traceback
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise typer.BadParameter(f"--tls-cert/--tls-key: cannot load them: {exc}") from None
+    options: dict[str, Any] = {"ssl_certfile": str(cert), "ssl_keyfile": str(key)}
+    if client_ca is not None:
+        options |= {"ssl_ca_certs": str(client_ca), "ssl_cert_reqs": ssl.CERT_REQUIRED}
+    return options

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import ssl
 from pathlib import Path
 from typing import Annotated
 
@@ -13,6 +14,7 @@ from prometheus_client import start_http_server
 
 from controller.cli.render import print_policy_error
 from controller.metrics import ControllerMetrics
+from controller.openflow.tls import OfpTls
 from controller.policy.errors import PolicyError
 from controller.policy.load import load_policy_document, load_policy_file
 from controller.policy.model import Policy
@@ -44,9 +46,21 @@ def controller(
     audit_interval: Annotated[
         float, typer.Option(help="Seconds between checks of every switch against its plan")
     ] = 5.0,
+    ofp_tls_cert: Annotated[
+        Path | None,
+        typer.Option(help="OpenFlow over TLS only: the controller's PEM certificate"),
+    ] = None,
+    ofp_tls_key: Annotated[Path | None, typer.Option(help="Its private key")] = None,
+    ofp_ca: Annotated[
+        Path | None,
+        typer.Option(help="Accept only switches whose certificate this CA signed"),
+    ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
 ) -> None:
     """Run the controller: install the policy on every switch that connects.
+
+    With --ofp-tls-cert, --ofp-tls-key and --ofp-ca, switches connect over
+    mutual TLS on --ofp-port and there is no plain TCP listener.
 
     An invalid policy stops it before it listens, so nothing is installed.
     Without Redis, SIGHUP re-reads the policy file (an invalid file is
@@ -56,6 +70,7 @@ def controller(
         level=log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
     try:
         file_policy, document = load_policy_document(policy)
     except PolicyError as exc:
@@ -102,4 +117,28 @@ def controller(
         len(active.policy.classes),
         len(active.policy.rules),
     )
-    run_controller(settings, ofp_host, ofp_port, reload_policy, link)
+    run_controller(settings, ofp_host, ofp_port, reload_policy, link, tls)
+
+
+def ofp_tls(cert: Path | None, key: Path | None, ca: Path | None) -> OfpTls | None:
+    """The controller's TLS files, checked: all three, or none."""
+    given = {"--ofp-tls-cert": cert, "--ofp-tls-key": key, "--ofp-ca": ca}
+    if all(path is None for path in given.values()):
+        return None
+    missing = [option for option, path in given.items() if path is None]
+    if missing:
+        raise typer.BadParameter(
+            f"OpenFlow over TLS needs --ofp-tls-cert, --ofp-tls-key and --ofp-ca; missing"
+            f" {', '.join(missing)} (a controller that checks no switch certificate would"
+            " let any process pose as a switch)"
+        )
+    assert cert is not None and key is not None and ca is not None
+    for option, path in given.items():
+        if path is not None and not path.is_file():
+            raise typer.BadParameter(f"{option} {path}: no such file")
+    try:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(ca))
+        context.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        raise typer.BadParameter(f"--ofp-tls-*: cannot load them: {exc}") from None
+    return OfpTls(cert, key, ca)

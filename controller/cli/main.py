@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from controller.auth.files import TOKEN_ENV, TOKEN_FILE_ENV
-from controller.cli import access, jobs, policy, scenario
+from controller.cli import access, certs, jobs, policy, scenario
 from controller.cli.api import api
 from controller.cli.controller import controller
 from controller.cli.fabric import paths, topology
@@ -37,16 +37,33 @@ def main(
             " writes its first admin token)",
         ),
     ] = None,
+    ca_file: Annotated[
+        Path | None,
+        typer.Option(envvar="FLOWLANE_CA", help="CA to trust for an https:// API (flowlane certs)"),
+    ] = None,
+    client_cert: Annotated[
+        Path | None,
+        typer.Option(envvar="FLOWLANE_CLIENT_CERT", help="Client certificate for an API that asks"),
+    ] = None,
+    client_key: Annotated[
+        Path | None, typer.Option(envvar="FLOWLANE_CLIENT_KEY", help="Its private key")
+    ] = None,
 ) -> None:
     """flowlane: training and inference traffic classes on Open vSwitch."""
+    if (client_cert is None) != (client_key is None):
+        raise typer.BadParameter("give --client-cert and --client-key together")
     CREDENTIALS.token = token
     CREDENTIALS.token_file = token_file
+    CREDENTIALS.ca_file = ca_file
+    CREDENTIALS.client_cert = client_cert
+    CREDENTIALS.client_key = client_key
 
 
 app.add_typer(policy.app, name="policy")
 app.add_typer(access.token_app, name="token")
 app.add_typer(jobs.app, name="jobs")
 app.add_typer(scenario.app, name="scenario")
+app.add_typer(certs.app, name="certs")
 app.command()(controller)
 app.command()(api)
 app.command()(switches)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -53,6 +54,22 @@ class Credentials:
 
     token: str | None = None
     token_file: Path | None = None
+    ca_file: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def verify(self) -> ssl.SSLContext | bool:
+        """How to check an https:// API: the system's CAs, or ``ca_file``; with a client
+        certificate when one is given."""
+        if self.ca_file is None and self.client_cert is None:
+            return True
+        try:
+            context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
+            if self.client_cert is not None and self.client_key is not None:
+                context.load_cert_chain(self.client_cert, self.client_key)
+        except (OSError, ssl.SSLError) as exc:
+            raise ApiCallError(f"cannot load the TLS files: {exc}", EXIT_UNAVAILABLE) from None
+        return context
 
     def resolve(self) -> str | None:
         if self.token:
@@ -179,7 +196,10 @@ class ApiClient:
                 **kwargs.get("headers", {}),
             }
         try:
-            with httpx.Client(transport=self._transport, timeout=timeout_s) as client:
+            verify = CREDENTIALS.verify()
+            with httpx.Client(
+                transport=self._transport, timeout=timeout_s, verify=verify
+            ) as client:
                 response = client.request(method, url, **kwargs)
         except httpx.TimeoutException:
             raise ApiCallError(

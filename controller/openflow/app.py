@@ -8,10 +8,12 @@ the difference.  No handler here does I/O of its own beyond a packet-out.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any, ClassVar, TypeVar, cast
 
 from os_ken.base import app_manager
@@ -39,6 +41,9 @@ from controller.policy.model import Policy
 from controller.qos.ovsdb import OvsdbError
 
 LOG = logging.getLogger("flowlane.controller")
+
+PROBE_S = 1.0
+"""How long a served connection has to answer when another claims its datapath id."""
 
 _Handler = TypeVar("_Handler", bound=Callable[..., None])
 
@@ -155,27 +160,13 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         if datapath.id is None:
             return
         if ev.state == MAIN_DISPATCHER:
-            worker = SwitchWorker(
-                Channel(
-                    datapath, self._replies, self.settings.reply_timeout_s, self._raw_flow_stats
-                ),
-                self,
-            )
             with self._workers_lock:
                 old = self._workers.get(datapath.id)
-                self._workers[datapath.id] = worker
-                self.settings.metrics.switches.set(len(self._workers))
-            if old is not None:
-                LOG.warning(
-                    "switch %016x connected again from %s while its old connection was live;"
-                    " the new connection takes over",
-                    datapath.id,
-                    datapath.address,
-                )
-                old.stop(0.0)
-            LOG.info("switch %016x connected from %s", datapath.id, datapath.address)
-            worker.start()
-            worker.request_sync("connect", fresh=True)
+            if old is not None and old.channel.datapath is not datapath:
+                # Off the event thread: the probe waits for the old connection's answer.
+                self._spawn(partial(self._contest, datapath, old), f"contest-{datapath.id:016x}")
+                return
+            self._serve(datapath)
         elif ev.state == DEAD_DISPATCHER:
             with self._workers_lock:
                 gone = self._workers.get(datapath.id)
@@ -191,6 +182,63 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 observer.switch_gone(datapath.id)
             self._spawn(self._collect_qos_garbage, "qos-gc")
 
+    def _serve(self, datapath: Any) -> None:
+        worker = SwitchWorker(
+            Channel(datapath, self._replies, self.settings.reply_timeout_s, self._raw_flow_stats),
+            self,
+        )
+        with self._workers_lock:
+            old = self._workers.get(datapath.id)
+            self._workers[datapath.id] = worker
+            self.settings.metrics.switches.set(len(self._workers))
+        if old is not None:
+            old.stop(0.0)
+            with contextlib.suppress(OSError):
+                old.channel.datapath.close()
+        LOG.info("switch %016x connected from %s", datapath.id, _address(datapath))
+        worker.start()
+        worker.request_sync("connect", fresh=True)
+
+    def _contest(self, datapath: Any, old: SwitchWorker) -> None:
+        """A second connection claims a served datapath id: who is the switch?
+
+        The connection being served keeps the id if it still answers (a barrier
+        within ``PROBE_S``); the newcomer is then an impostor or a misconfigured
+        twin, and is closed. A served connection that no longer answers is a
+        switch that restarted before its old TCP connection timed out: the new
+        one takes over, as it must for a reconnect to be quick.
+        """
+        if self._stopping.is_set():
+            return
+        if not old.channel.answers(PROBE_S):
+            LOG.warning(
+                "switch %016x connected again from %s; its connection from %s does not"
+                " answer, so the new one takes over",
+                datapath.id,
+                _address(datapath),
+                _address(old.channel.datapath),
+            )
+            self._serve(datapath)
+            return
+        reason = (
+            f"datapath id {datapath.id:016x} is served on a live connection from"
+            f" {_address(old.channel.datapath)}"
+        )
+        LOG.warning("refused a switch connection from %s: %s", _address(datapath), reason)
+        self.settings.metrics.refused_connections.labels(f"{datapath.id:016x}").inc()
+        for observer in self.settings.observers:
+            observer.switch_refused(datapath.id, _address(datapath), reason)
+        with contextlib.suppress(OSError):
+            datapath.close()
+            datapath.socket.close()
+
+    def _served(self, datapath: Any) -> SwitchWorker | None:
+        """The worker of this very connection; None for a connection not (or no longer)
+        served, whose messages are ignored, so a refused twin cannot answer our requests."""
+        with self._workers_lock:
+            worker = self._workers.get(datapath.id)
+        return worker if worker is not None and worker.channel.datapath is datapath else None
+
     @_on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
@@ -202,8 +250,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         LOG.info(
             "switch %016x port %s (%d) %s, %s", datapath.id, port.name, port.number, reason, state
         )
-        with self._workers_lock:
-            worker = self._workers.get(datapath.id)
+        worker = self._served(datapath)
         if worker is None:
             return
         deleted = msg.reason == ofproto.OFPPR_DELETE
@@ -214,7 +261,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
         msg = ev.msg
-        if not self.fabric.enabled:
+        if not self.fabric.enabled or self._served(msg.datapath) is None:
             return
         in_port, data = messages.packet_in_summary(msg)
         try:
@@ -243,19 +290,25 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     )
     def _multipart_reply(self, ev: Any) -> None:
         msg = ev.msg
+        if self._served(msg.datapath) is None:
+            return
         more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
         raw = deferred_body(msg)
         self._replies.part(msg.datapath.id, msg.xid, msg.body if raw is None else [raw], more)
 
     @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
     def _barrier_reply(self, ev: Any) -> None:
+        if self._served(ev.msg.datapath) is None:
+            return
         self._replies.part(ev.msg.datapath.id, ev.msg.xid, [], False)
 
     @_on(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
     def _error(self, ev: Any) -> None:
         msg = ev.msg
         reason = f"switch error type={msg.type} code={msg.code} for xid {msg.xid:#x}"
-        if not self._replies.fail(msg.datapath.id, msg.xid, reason):
+        # Only the served connection's errors can fail a request; a twin's are just logged.
+        served = self._served(msg.datapath) is not None
+        if not served or not self._replies.fail(msg.datapath.id, msg.xid, reason):
             LOG.error("switch %016x: %s", msg.datapath.id, reason)
 
     # ---- queues of deleted ports ---------------------------------------------------
@@ -273,3 +326,11 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         if freed:
             LOG.info("removed QoS rows of deleted ports: %s", ", ".join(sorted(freed)))
+
+
+def _address(datapath: Any) -> str:
+    """``host:port`` of a connection, with the TLS version when it is one."""
+    host, port = datapath.address[:2]
+    version = getattr(datapath.socket, "version", None)
+    tls = f" over {version()}" if callable(version) and version() else ""
+    return f"{host}:{port}{tls}"

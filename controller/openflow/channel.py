@@ -62,13 +62,22 @@ class Channel:
         assign_xid(self.datapath, msg)
         return bool(self.datapath.send_msg(msg))
 
-    def request(self, msg: Any) -> list[Any]:
+    def request(self, msg: Any, timeout_s: float | None = None) -> list[Any]:
         """Send and wait for the whole (multipart) reply."""
         xid = assign_xid(self.datapath, msg)
         self._replies.expect(self.dpid, xid)
         if not self.datapath.send_msg(msg):
             self._replies.fail(self.dpid, xid, "switch connection is closed")
-        return self._replies.wait(self.dpid, xid, self._timeout_s)
+        return self._replies.wait(self.dpid, xid, timeout_s or self._timeout_s)
+
+    def answers(self, timeout_s: float) -> bool:
+        """Whether the switch answers a barrier within ``timeout_s``: is this connection live?"""
+        barrier = self.datapath.ofproto_parser.OFPBarrierRequest(self.datapath)
+        try:
+            self.request(barrier, timeout_s)
+        except (RequestFailedError, TimeoutError):
+            return False
+        return True
 
     def batch(self, msgs: Sequence[Any]) -> None:
         """Send in order, then a barrier; raise if the switch rejected any of them.

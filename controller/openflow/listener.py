@@ -25,6 +25,7 @@ import contextlib
 import functools
 import logging
 import socket
+import ssl
 import threading
 import time
 from typing import Any
@@ -134,6 +135,13 @@ class Listener:
     def _run_connection(self, handle: Any, sock: socket.socket, address: Any) -> None:
         try:
             handle(sock, address)
+        except ssl.SSLError as exc:
+            # A switch without a certificate of our CA, or a port scan: refused, not a fault.
+            LOG.warning(
+                "refused a switch connection from %s: TLS handshake failed: %s", address, exc
+            )
+            with contextlib.suppress(OSError):
+                sock.close()
         except Exception:
             LOG.exception("switch connection from %s failed", address)
         finally:

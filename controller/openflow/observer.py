@@ -64,3 +64,7 @@ class SwitchObserver(Protocol):
     def fabric_events(self, events: list[FabricEvent]) -> None:
         """Links and hosts coming and going, placements and reroutes."""
         ...
+
+    def switch_refused(self, dpid: int, address: str, reason: str) -> None:
+        """A connection claimed the datapath id of a live switch and was closed."""
+        ...

@@ -497,6 +497,12 @@ class RedisLink:
                 f"{event.kind} event", partial(self.events.append, event.kind, event.data)
             )
 
+    def switch_refused(self, dpid: int, address: str, reason: str) -> None:
+        data = {"switch": f"{dpid:016x}", "address": address, "reason": reason}
+        self._outbox.append(
+            "switch-refused event", partial(self.events.append, "switch-refused", data)
+        )
+
     def _send(self, dpid: int, report: SwitchReport | None) -> None:
         """Queue the switch's report; the latest is kept to re-send to a Redis that lost it."""
         with self._lock:

@@ -30,6 +30,7 @@ from os_ken.lib import hub
 from controller.openflow.listener import Listener
 from controller.openflow.redis_link import RedisLink
 from controller.openflow.settings import ControllerSettings
+from controller.openflow.tls import OfpTls, listener_args
 from controller.policy.model import Policy
 
 LOG = logging.getLogger("flowlane.controller")
@@ -67,6 +68,7 @@ def run_controller(
     ofp_port: int,
     reload_policy: Callable[[], Policy | None] | None = None,
     redis_link: RedisLink | None = None,
+    tls: OfpTls | None = None,
 ) -> None:
     """Listen for switches until SIGTERM/SIGINT, then stop everything and return.
 
@@ -75,10 +77,7 @@ def run_controller(
     ``redis_link`` the policy follows the store instead.  If the OpenFlow
     listener cannot run (its port is taken), the process exits with status 1.
     """
-    cfg.CONF(
-        args=["--ofp-listen-host", ofp_host, "--ofp-tcp-listen-port", str(ofp_port)],
-        project="os_ken",
-    )
+    cfg.CONF(args=listener_args(ofp_host, ofp_port, tls), project="os_ken")
     stop = _StopRequest()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
@@ -104,7 +103,12 @@ def run_controller(
             link_thread.start()
         if reload_policy is not None:
             signal.signal(signal.SIGHUP, _reloader(reload_policy, app))
-        LOG.info("listening for OpenFlow 1.3 switches on %s:%d", ofp_host, ofp_port)
+        LOG.info(
+            "listening for OpenFlow 1.3 switches on %s:%d%s",
+            ofp_host,
+            ofp_port,
+            f" (mutual TLS, switches certified by {tls.ca})" if tls else "",
+        )
         while stop.signum is None:
             if not any(thread.is_alive() for thread in services):
                 LOG.error("the OpenFlow listener on %s:%d stopped; exiting", ofp_host, ofp_port)
