@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -148,6 +148,7 @@ def controller(
     audit_interval_s: float = 5.0,
     env: dict[str, str] | None = None,
     redis_url: str | None = None,
+    extra_args: Sequence[str] = (),
 ) -> Iterator[ControllerProcess]:
     """A ``flowlane controller`` process; yields once it listens, stops it by PID after."""
     log = log_path.open("wb")  # one log per controller run: problems() reads only this one
@@ -166,6 +167,7 @@ def controller(
             "--audit-interval",
             str(audit_interval_s),
             *(["--redis-url", redis_url] if redis_url else []),
+            *extra_args,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -34,8 +34,8 @@ def init(
     host: Annotated[
         list[str] | None,
         typer.Option(
-            help="A name or address the API and controller are reached at (repeat it);"
-            " default: localhost, 127.0.0.1 and ::1"
+            help="Another name or address the API and controller are reached at (repeat it),"
+            " besides localhost, 127.0.0.1 and ::1"
         ),
     ] = None,
     force: Annotated[bool, typer.Option(help="Replace certificates already there")] = False,
@@ -43,7 +43,7 @@ def init(
     """Create a private CA in DIRECTORY and sign, with it, certificates for the API
     (api.pem), the OpenFlow controller (controller.pem), switches (switch.pem) and API
     clients (client.pem); keys are *.key, readable by their owner only."""
-    hosts = tuple(host) if host else DEFAULT_HOSTS
+    hosts = tuple(dict.fromkeys([*DEFAULT_HOSTS, *(host or [])]))
     existing = [
         str(directory / f"{name}.{suffix}")
         for name in FILES

@@ -1,0 +1,200 @@
+"""Who may be a switch: a twin claiming a live switch's datapath id is refused, and with
+mutual TLS only a switch certified by the controller's CA connects at all.
+
+Real OVS bridges and a real controller process. ``ovs-vsctl set-ssl`` is one setting for
+the whole OVS instance, so the TLS test clears it (``del-ssl``) whatever happens.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import harness
+import pytest
+from ovs_bridge import OvsBridge, sh
+from redis_server import RedisServer
+
+from controller.store.client import connect
+from controller.store.events import EventStore
+
+pytestmark = pytest.mark.ovs
+
+POLICY = """
+classes:
+  inference: {priority: 0, dscp: 46, min_rate: 20%}
+  training:  {priority: 1, dscp: 26, min_rate: 80%}
+default_class: inference
+rules:
+  - {name: iperf, match: {tcp_dst: 5201}, class: training}
+ports: {rate: 1Gbit}
+"""
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    server = RedisServer(harness.free_port(), tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def twin(bridge: OvsBridge) -> Iterator[str]:
+    """A second bridge presenting ``bridge``'s datapath id to the same controller port."""
+    name = f"{bridge.name}t"
+    try:
+        yield name
+    finally:
+        sh("ovs-vsctl", "--if-exists", "del-br", name, check=False)
+
+
+def add_twin(name: str, dpid: str, target: str) -> None:
+    sh(
+        "ovs-vsctl",
+        "add-br",
+        name,
+        "--",
+        "set",
+        "bridge",
+        name,
+        "datapath_type=netdev",
+        "protocols=OpenFlow13",
+        "fail-mode=secure",
+        f"other-config:datapath-id={dpid}",
+        "--",
+        "set-controller",
+        name,
+        target,
+    )
+
+
+def controller_of(bridge: str) -> str:
+    return sh("ovs-vsctl", "get", "bridge", bridge, "controller").strip("[]\n ")
+
+
+def test_a_twin_claiming_a_live_switchs_datapath_id_is_refused(
+    bridge: OvsBridge, twin: str, tmp_path: Path, redis_server: RedisServer
+) -> None:
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(POLICY)
+    with harness.controller(
+        policy_file,
+        tmp_path / "ctl.log",
+        bridge.ofp_port,
+        redis_url=redis_server.url,
+        audit_interval_s=1.0,
+    ) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        dpid = harness.datapath_id(bridge.name)
+        add_twin(twin, dpid, f"tcp:127.0.0.1:{bridge.ofp_port}")
+        assert harness.datapath_id(twin) == dpid
+        harness.wait_for(
+            "the twin's refusal", lambda: "refused a switch connection" in ctl.log(), 20
+        )
+        events = EventStore(connect(redis_server.url))
+        harness.wait_for(
+            "the switch-refused event",
+            lambda: any(e.kind == "switch-refused" for e in events.read(limit=1000)),
+            10,
+        )
+        [refused, *_] = [e.data for e in events.read(limit=1000) if e.kind == "switch-refused"]
+        assert refused["switch"] == dpid and "live connection" in refused["reason"]
+        # The twin got nothing; the real switch is still served: a table deleted behind
+        # the controller's back is repaired by the next audit.
+        assert harness.ofctl_cookies(twin) == []
+        sh("ovs-ofctl", "-O", "OpenFlow13", "del-flows", bridge.name)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=15)
+        assert harness.ofctl_cookies(twin) == []
+        assert "takes over" not in ctl.log()
+        assert ctl.problems() == []
+
+
+def certs(directory: Path) -> None:
+    done = subprocess.run(
+        [harness.PYTHON, "-m", "controller", "certs", "init", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_openflow_over_mutual_tls_serves_certified_switches_only(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    ours, foreign = tmp_path / "pki", tmp_path / "other-pki"
+    certs(ours)
+    certs(foreign)
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(POLICY)
+    tls = [
+        "--ofp-tls-cert",
+        str(ours / "controller.pem"),
+        "--ofp-tls-key",
+        str(ours / "controller.key"),
+        "--ofp-ca",
+        str(ours / "ca.pem"),
+    ]
+    try:
+        sh(
+            "ovs-vsctl",
+            "set-ssl",
+            str(ours / "switch.key"),
+            str(ours / "switch.pem"),
+            str(ours / "ca.pem"),
+        )
+        sh("ovs-vsctl", "set-controller", bridge.name, f"ssl:127.0.0.1:{bridge.ofp_port}")
+        with harness.controller(
+            policy_file, tmp_path / "ctl.log", bridge.ofp_port, extra_args=tls
+        ) as ctl:
+            harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+            [version] = re.findall(r"connected from \S+ over (TLSv[0-9.]+)", ctl.log())
+            print(f"\nOpenFlow over TLS: negotiated {version}")
+            assert version in ("TLSv1.2", "TLSv1.3")
+            # No plain listener: a TCP client gets no OpenFlow hello, only a TLS refusal.
+            plain = subprocess.run(
+                ["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", f"tcp:127.0.0.1:{bridge.ofp_port}"],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            )
+            assert plain.returncode != 0
+
+            # The same switch presenting a certificate of another CA is refused.
+            sh("ovs-ofctl", "-O", "OpenFlow13", "del-flows", bridge.name)
+            sh(
+                "ovs-vsctl",
+                "set-ssl",
+                str(foreign / "switch.key"),
+                str(foreign / "switch.pem"),
+                str(ours / "ca.pem"),
+            )
+            sh(
+                "ovs-vsctl",
+                "set",
+                "controller",
+                controller_of(bridge.name),
+                "inactivity_probe=1000",
+            )
+            harness.wait_for(
+                "the foreign certificate's refusal",
+                lambda: "TLS handshake failed" in ctl.log(),
+                30,
+            )
+            assert harness.ofctl_cookies(bridge.name) == []
+            assert ctl.problems() == []
+    finally:
+        sh("ovs-vsctl", "del-ssl", check=False)
+        sh(
+            "ovs-vsctl",
+            "set-controller",
+            bridge.name,
+            f"tcp:127.0.0.1:{bridge.ofp_port}",
+            check=False,
+        )
