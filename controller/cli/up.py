@@ -41,7 +41,10 @@ import redis
 import typer
 from rich.markup import escape
 
+from controller.api.limits import MAX_BODY_BYTES
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
+from controller.cli.api import tls_options
+from controller.cli.controller import ofp_tls
 from controller.cli.render import err, out
 from controller.cli.supervise import Supervisor, exit_text
 from controller.store.policies import HISTORY_LIMIT
@@ -139,10 +142,21 @@ def _redis_ready(url: str) -> Callable[[], bool]:
     return check
 
 
-def _http_ok(url: str) -> Callable[[], bool]:
+def _http_ok(url: str, mutual_tls: bool = False) -> Callable[[], bool]:
+    """Whether ``url`` answers 200. Our own child's certificate is not checked (it may be
+    for a name other than the probe's address); an API that requires client certificates,
+    which this probe has none of, counts as ready once it accepts connections."""
+    parts = urlsplit(url)
+
     def check() -> bool:
+        if mutual_tls:
+            try:
+                with socket.create_connection((parts.hostname, parts.port), timeout=0.5):
+                    return True
+            except OSError:
+                return False
         try:
-            return httpx.get(url, timeout=0.5).status_code == 200
+            return httpx.get(url, timeout=0.5, verify=False).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -343,6 +357,21 @@ def up(
             show_default=False,
         ),
     ] = None,
+    max_body: Annotated[
+        int, typer.Option(min=1024, help="Largest API request body in bytes (flowlane api)")
+    ] = MAX_BODY_BYTES,
+    tls_cert: Annotated[Path | None, typer.Option(help="Serve the API over HTTPS")] = None,
+    tls_key: Annotated[Path | None, typer.Option(help="The API certificate's key")] = None,
+    tls_client_ca: Annotated[
+        Path | None, typer.Option(help="Require API client certificates of this CA")
+    ] = None,
+    ofp_tls_cert: Annotated[
+        Path | None, typer.Option(help="OpenFlow over mutual TLS: the controller's certificate")
+    ] = None,
+    ofp_tls_key: Annotated[Path | None, typer.Option(help="Its private key")] = None,
+    ofp_ca: Annotated[
+        Path | None, typer.Option(help="Accept only switches certified by this CA")
+    ] = None,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;
     stop them all on Ctrl-C."""
@@ -351,6 +380,8 @@ def up(
             "[bold red]flowlane up:[/] --ephemeral is for the private Redis; drop --redis-url"
         )
         raise typer.Exit(2)
+    api_tls = tls_options(tls_cert, tls_key, tls_client_ca)
+    switch_tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
     stack = _Stack()
     signal.signal(signal.SIGTERM, stack.on_signal)
     signal.signal(signal.SIGINT, stack.on_signal)
@@ -398,6 +429,14 @@ def up(
             controller_args = ["--policy", str(policy)]
             controller_args += ["--ofp-host", ofp_host, "--ofp-port", str(ofp_port)]
             controller_args += ["--metrics-port", str(metrics_port)]
+            if switch_tls is not None:
+                controller_args += ["--ofp-tls-cert", str(switch_tls.cert)]
+                controller_args += [
+                    "--ofp-tls-key",
+                    str(switch_tls.key),
+                    "--ofp-ca",
+                    str(switch_tls.ca),
+                ]
             controller_child = _Child(
                 "controller", [*flowlane, "controller", *controller_args], env=secret_env
             )
@@ -405,12 +444,21 @@ def up(
             api_args = ["--host", api_host, "--port", str(api_port)]
             api_args += ["--history-limit", str(history_limit)]
             tokens = token_file or default_token_file(os.environ, Path.home())
-            api_args += ["--token-file", str(tokens)]
+            api_args += ["--token-file", str(tokens), "--max-body", str(max_body)]
+            for option, path in (
+                ("--tls-cert", tls_cert),
+                ("--tls-key", tls_key),
+                ("--tls-client-ca", tls_client_ca),
+            ):
+                api_args += [option, str(path)] if path is not None else []
             api_child = _Child("api", [*flowlane, "api", *api_args], env=secret_env)
             stack.start(api_child)
-            api = f"http://{api_host}:{api_port}"
+            api = f"{'https' if api_tls else 'http'}://{api_host}:{api_port}"
             stack.wait(
-                "the API and a controller heartbeat", _http_ok(f"{api}/readyz"), api_child, 60
+                "the API and a controller heartbeat",
+                _http_ok(f"{api}/readyz", mutual_tls=tls_client_ca is not None),
+                api_child,
+                60,
             )
             if controller_child.process is not None and controller_child.process.poll() is not None:
                 raise StackError(f"controller {exit_text(controller_child.process.returncode)}")
@@ -421,7 +469,7 @@ def up(
             out.print(
                 f"[bold green]flowlane is up[/]\n"
                 f"  REST API     {api}  (docs: {api}/docs)\n"
-                f"  OpenFlow     tcp:{ofp_host}:{ofp_port}\n"
+                f"  OpenFlow     {'ssl' if switch_tls else 'tcp'}:{ofp_host}:{ofp_port}\n"
                 f"  metrics      {metrics}\n"
                 f"  Redis        {shown_url}\n"
                 f"  Redis data   {storage}\n"
