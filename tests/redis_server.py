@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import redis
 
+from controller.auth.certs import issue, new_authority
+
 REDIS_SERVER = "/usr/bin/redis-server"
 READY_LINE = "Ready to accept connections"
 START_TIMEOUT_S = 15.0
@@ -40,10 +42,48 @@ class RedisServer:
     directory: Path
     process: subprocess.Popen[str] | None = None
     log: list[str] = field(default_factory=list)
+    password: str | None = None
+    """``requirepass``: clients must authenticate."""
+    tls: bool = False
+    """TLS only (no plain port), with a certificate of a CA made for it (``ca_file``)."""
+
+    @property
+    def ca_file(self) -> Path:
+        return self.directory / "redis-tls" / "ca.pem"
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        if self.tls:
+            return f"rediss://{auth}127.0.0.1:{self.port}/0?ssl_ca_certs={self.ca_file}"
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def _security_args(self) -> list[str]:
+        args = ["--requirepass", self.password] if self.password else []
+        if not self.tls:
+            return [*args, "--port", str(self.port)]
+        tls_dir = self.ca_file.parent
+        tls_dir.mkdir(exist_ok=True)
+        authority = new_authority("redis test CA")
+        server = issue(authority, "redis", server=True, client=False, hosts=["127.0.0.1"])
+        self.ca_file.write_bytes(authority.issued.cert_pem)
+        (tls_dir / "redis.pem").write_bytes(server.cert_pem)
+        (tls_dir / "redis.key").write_bytes(server.key_pem)
+        return [
+            *args,
+            "--port",
+            "0",
+            "--tls-port",
+            str(self.port),
+            "--tls-cert-file",
+            str(tls_dir / "redis.pem"),
+            "--tls-key-file",
+            str(tls_dir / "redis.key"),
+            "--tls-ca-cert-file",
+            str(self.ca_file),
+            "--tls-auth-clients",
+            "no",
+        ]
 
     def start(self) -> None:
         ready = threading.Event()
@@ -51,8 +91,7 @@ class RedisServer:
         self.process = subprocess.Popen(
             [
                 redis_server_path(),
-                "--port",
-                str(self.port),
+                *self._security_args(),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -81,7 +120,7 @@ class RedisServer:
                 f"redis-server on port {self.port} did not start:\n" + "".join(self.log[-20:]),
                 pytrace=False,
             )
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
+        client = redis.Redis.from_url(self.url, socket_timeout=5)
         try:
             assert client.ping()
         finally:
