@@ -190,6 +190,47 @@ def controller(
         log.close()
 
 
+def make_pki(directory: Path) -> list[str]:
+    """``flowlane certs init directory``; returns the controller's OpenFlow TLS options."""
+    done = subprocess.run(
+        [PYTHON, "-m", "controller", "certs", "init", str(directory)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"flowlane certs init failed: {done.stdout}{done.stderr}")
+    return [
+        "--ofp-tls-cert",
+        str(directory / "controller.pem"),
+        "--ofp-tls-key",
+        str(directory / "controller.key"),
+        "--ofp-ca",
+        str(directory / "ca.pem"),
+    ]
+
+
+def set_switch_ssl(directory: Path, ca_directory: Path | None = None) -> None:
+    """OVS presents ``directory``'s switch certificate and trusts ``ca_directory``'s CA
+    (default: the same). One setting for the whole OVS instance: ``del-ssl`` after."""
+    ca = (ca_directory or directory) / "ca.pem"
+    subprocess.run(
+        [
+            "ovs-vsctl",
+            "set-ssl",
+            str(directory / "switch.key"),
+            str(directory / "switch.pem"),
+            str(ca),
+        ],
+        check=True,
+    )
+
+
+def negotiated_tls(log: str) -> list[str]:
+    """TLS versions the controller logged for its switch connections."""
+    return re.findall(r"connected from \S+ over (TLSv[0-9.]+)", log)
+
+
 @dataclass
 class StackProcess:
     """``flowlane up``: private Redis, controller and API."""
