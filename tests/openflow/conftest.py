@@ -17,6 +17,7 @@ for path in (HERE, HERE.parents[1] / "mininet"):
 
 import harness  # noqa: E402
 from ovs_bridge import OvsBridge, owned_qos_ports, sh  # noqa: E402
+from redis_server import RedisServer  # noqa: E402
 
 from controller.qos.ovsdb import Ovsdb  # noqa: E402
 
@@ -59,3 +60,14 @@ def bridge() -> Iterator[OvsBridge]:
         Ovsdb().collect_garbage()
         leftovers = owned_qos_ports() & set(test_bridge.ports)
         assert not leftovers, f"QoS rows left behind for {leftovers}"
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis of the test's own, on a free port, stopped by PID after."""
+    server = RedisServer(harness.free_port(), tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import harness
@@ -32,16 +31,6 @@ rules:
   - {name: iperf, match: {tcp_dst: 5201}, class: training}
 ports: {rate: 1Gbit}
 """
-
-
-@pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(harness.free_port(), tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def moved(document: dict[str, object], class_name: str) -> dict[str, object]:

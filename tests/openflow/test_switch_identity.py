@@ -33,16 +33,6 @@ ports: {rate: 1Gbit}
 
 
 @pytest.fixture
-def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(harness.free_port(), tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
-@pytest.fixture
 def twin(bridge: OvsBridge) -> Iterator[str]:
     """A second bridge presenting ``bridge``'s datapath id to the same controller port."""
     name = f"{bridge.name}t"
