@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from controller.qos.telemetry import QueueStats
 
 
 class ControllerMetrics:
@@ -59,36 +66,8 @@ class ControllerMetrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
         )
-        self.class_packets = Gauge(
-            "flowlane_class_packets",
-            "Packets marked for a class on a switch (table 1 counters)",
-            ["dpid", "class"],
-            registry=self.registry,
-        )
-        self.class_bytes = Gauge(
-            "flowlane_class_bytes",
-            "Bytes marked for a class on a switch (table 1 counters)",
-            ["dpid", "class"],
-            registry=self.registry,
-        )
-        self.queue_tx_bytes = Gauge(
-            "flowlane_queue_tx_bytes",
-            "Bytes sent by a port queue (OpenFlow queue stats)",
-            ["dpid", "port", "queue"],
-            registry=self.registry,
-        )
-        self.queue_tx_packets = Gauge(
-            "flowlane_queue_tx_packets",
-            "Packets sent by a port queue (OpenFlow queue stats)",
-            ["dpid", "port", "queue"],
-            registry=self.registry,
-        )
-        self.queue_tx_errors = Gauge(
-            "flowlane_queue_tx_errors",
-            "Packets a port queue dropped (OpenFlow queue stats)",
-            ["dpid", "port", "queue"],
-            registry=self.registry,
-        )
+        self.totals = SwitchTotals()
+        self.registry.register(self.totals)
         self.stats_poll_seconds = Histogram(
             "flowlane_stats_poll_seconds",
             "Time to read one switch's flow and queue statistics",
@@ -198,3 +177,113 @@ class ControllerMetrics:
             ["kind"],
             registry=self.registry,
         )
+
+
+class SwitchTotals(Collector):
+    """Totals a switch or the kernel keeps (table-1 counters, HTB classes), exported as
+    Prometheus counters, with the latest queue backlog and rate as gauges.
+
+    The counts are read, not incremented here, so they cannot be ``Counter``s;
+    a collector hands Prometheus each reading as it is. A switch that leaves
+    takes its series with it (``forget``).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._classes: dict[str, dict[str, tuple[int, int]]] = {}
+        self._queues: dict[str, tuple[QueueStats, ...]] = {}
+
+    def set_classes(self, dpid: str, totals: Mapping[str, tuple[int, int]]) -> None:
+        """class → (packets, bytes) marked on the switch."""
+        with self._lock:
+            self._classes[dpid] = dict(totals)
+
+    def set_queues(self, dpid: str, queues: Sequence[QueueStats]) -> None:
+        with self._lock:
+            self._queues[dpid] = tuple(queues)
+
+    def queues(self, dpid: str) -> tuple[QueueStats, ...]:
+        with self._lock:
+            return self._queues.get(dpid, ())
+
+    def forget(self, dpid: str) -> None:
+        with self._lock:
+            self._classes.pop(dpid, None)
+            self._queues.pop(dpid, None)
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families())
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            classes = {dpid: dict(t) for dpid, t in self._classes.items()}
+            queues = dict(self._queues)
+        return iter(self._families(classes, queues))
+
+    @staticmethod
+    def _families(
+        classes: Mapping[str, Mapping[str, tuple[int, int]]] | None = None,
+        queues: Mapping[str, Sequence[QueueStats]] | None = None,
+    ) -> list[Metric]:
+        marked_packets = CounterMetricFamily(
+            "flowlane_class_packets",
+            "Packets marked for a class on a switch (table 1 counters)",
+            labels=["dpid", "class"],
+        )
+        marked_bytes = CounterMetricFamily(
+            "flowlane_class_bytes",
+            "Bytes marked for a class on a switch (table 1 counters)",
+            labels=["dpid", "class"],
+        )
+        for dpid, totals in (classes or {}).items():
+            for name, (packets, octets) in totals.items():
+                marked_packets.add_metric([dpid, name], packets)
+                marked_bytes.add_metric([dpid, name], octets)
+        labels = ["dpid", "port", "class"]
+        counters = {
+            "bytes": CounterMetricFamily(
+                "flowlane_queue_sent_bytes", "Bytes a port's class queue sent (HTB)", labels=labels
+            ),
+            "packets": CounterMetricFamily(
+                "flowlane_queue_sent_packets",
+                "Packets a port's class queue sent (HTB)",
+                labels=labels,
+            ),
+            "drops": CounterMetricFamily(
+                "flowlane_queue_dropped_packets",
+                "Packets a port's class queue dropped (HTB)",
+                labels=labels,
+            ),
+            "overlimits": CounterMetricFamily(
+                "flowlane_queue_overlimits",
+                "Times a port's class queue was over its rate and had to wait or borrow (HTB)",
+                labels=labels,
+            ),
+        }
+        gauges = {
+            "backlog_bytes": GaugeMetricFamily(
+                "flowlane_queue_backlog_bytes",
+                "Bytes waiting in a port's class queue",
+                labels=labels,
+            ),
+            "backlog_packets": GaugeMetricFamily(
+                "flowlane_queue_backlog_packets",
+                "Packets waiting in a port's class queue",
+                labels=labels,
+            ),
+            "rate": GaugeMetricFamily(
+                "flowlane_queue_rate_bytes_per_second",
+                "What a port's class queue sent per second over the last reading",
+                labels=labels,
+            ),
+        }
+        for dpid, stats in (queues or {}).items():
+            for queue in stats:
+                key = [dpid, queue.port, queue.traffic_class]
+                for field, family in counters.items():
+                    family.add_metric(key, getattr(queue, field))
+                gauges["backlog_bytes"].add_metric(key, queue.backlog_bytes)
+                gauges["backlog_packets"].add_metric(key, queue.backlog_packets)
+                if queue.rate_bps is not None:
+                    gauges["rate"].add_metric(key, queue.rate_bps / 8)
+        return [marked_packets, marked_bytes, *counters.values(), *gauges.values()]

@@ -258,3 +258,27 @@ class EventsOut(BaseModel):
         description="Pass as `since` to read on; past every event read, filtered out or not"
         " (null: none read and no `since` given)"
     )
+
+
+class QueueStatsOut(BaseModel):
+    """One class's queue on one port, read from its HTB class."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    port: str
+    traffic_class: str = Field(alias="class")
+    queue: int = Field(description="The queue number: the class's position in the policy")
+    bytes: int = Field(description="Bytes sent since the queue was made")
+    packets: int = Field(description="Packets sent since the queue was made")
+    drops: int = Field(description="Packets dropped since the queue was made")
+    overlimits: int = Field(description="Times the class was over its rate")
+    backlog_bytes: int = Field(description="Bytes waiting now")
+    backlog_packets: int = Field(description="Packets waiting now")
+    rate_bps: float | None = Field(description="bit/s sent since the reading before; null: first")
+    at: float = Field(description="Unix time of the reading")
+
+
+class SwitchQueuesOut(BaseModel):
+    dpid: str
+    updated_at: float = Field(description="Unix time of the latest reading")
+    queues: list[QueueStatsOut]

@@ -15,6 +15,7 @@ from controller.store.fabric import FabricStore
 from controller.store.flows import FlowStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
+from controller.store.queues import QueueStore
 from controller.store.switches import SwitchReport, SwitchStore
 from controller.store.tokens import TokenStore
 
@@ -34,6 +35,7 @@ class Services:
     fabric: FabricStore
     tokens: TokenStore
     audit: EventStore
+    queues: QueueStore
 
     @staticmethod
     def connect(settings: ApiSettings) -> Services:
@@ -54,6 +56,7 @@ class Services:
             FabricStore(client, settings.prefix),
             TokenStore(client, settings.prefix),
             EventStore(client, settings.prefix, AUDIT_MAX_LEN, name="audit"),
+            QueueStore(client, settings.prefix),
         )
 
     def live_reports(self) -> list[SwitchReport]:

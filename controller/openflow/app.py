@@ -175,6 +175,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 del self._workers[datapath.id]
                 self.settings.metrics.switches.set(len(self._workers))
             gone.stop(0.0)
+            self.settings.metrics.totals.forget(f"{datapath.id:016x}")
             self._replies.cancel_all(datapath.id, "switch disconnected")
             LOG.info("switch %016x disconnected", datapath.id)
             self.fabric.switch_gone(datapath.id)

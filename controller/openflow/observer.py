@@ -13,6 +13,7 @@ from controller.classify.records import ObservedFlow, Reclassification
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.pipeline.flows import FlowEntry
 from controller.qos.plan import PortQos
+from controller.qos.telemetry import QueueStats
 
 __all__ = [
     "ObservedFlow",
@@ -63,6 +64,14 @@ class SwitchObserver(Protocol):
 
     def fabric_events(self, events: list[FabricEvent]) -> None:
         """Links and hosts coming and going, placements and reroutes."""
+        ...
+
+    def queues_observed(self, dpid: int, queues: list[QueueStats]) -> None:
+        """The switch's port queues by class, read from their HTB classes (every second)."""
+        ...
+
+    def queue_drops(self, dpid: int, dropped: list[tuple[QueueStats, int]]) -> None:
+        """Queues of a latency class that started dropping, with how many they dropped."""
         ...
 
     def switch_refused(self, dpid: int, address: str, reason: str) -> None:

@@ -37,6 +37,7 @@ from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec, stored_jobs
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
+from controller.qos.telemetry import QueueStats
 from controller.store.client import connect
 from controller.store.epoch import (
     Enforced,
@@ -53,6 +54,7 @@ from controller.store.flows import FlowRecord, FlowStore
 from controller.store.jobs import JobStore
 from controller.store.liveness import HEARTBEAT_INTERVAL_S
 from controller.store.policies import PolicyStore, PolicyVersion
+from controller.store.queues import QueueStore
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
 
 LOG = logging.getLogger("flowlane.redis")
@@ -131,6 +133,7 @@ class RedisLink:
         self.switches = SwitchStore(self._client, prefix)
         self.events = EventStore(self._client, prefix)
         self.flows = FlowStore(self._client, prefix)
+        self.queues = QueueStore(self._client, prefix)
         self.jobs = JobStore(self._client, prefix)
         self.fabric = FabricStore(self._client, prefix)
         self.epochs = EpochStore(self._client, prefix)
@@ -444,6 +447,9 @@ class RedisLink:
         self._outbox.put(
             ("flows", dpid), f"flow view of switch {dpid:016x}", lambda: self.flows.remove(dpid)
         )
+        self._outbox.put(
+            ("queues", dpid), f"queues of switch {dpid:016x}", lambda: self.queues.remove(dpid)
+        )
 
     def flows_reclassified(self, changes: list[Reclassification]) -> None:
         """One event per reclassification, in order; held while Redis is down."""
@@ -495,6 +501,26 @@ class RedisLink:
         for event in events:
             self._outbox.append(
                 f"{event.kind} event", partial(self.events.append, event.kind, event.data)
+            )
+
+    def queues_observed(self, dpid: int, queues: list[QueueStats]) -> None:
+        self._outbox.put(
+            ("queues", dpid),
+            f"queues of switch {dpid:016x}",
+            partial(self.queues.publish, dpid, queues),
+        )
+
+    def queue_drops(self, dpid: int, dropped: list[tuple[QueueStats, int]]) -> None:
+        for queue, count in dropped:
+            data = {
+                "switch": f"{dpid:016x}",
+                "port": queue.port,
+                "class": queue.traffic_class,
+                "dropped": count,
+                "backlog_bytes": queue.backlog_bytes,
+            }
+            self._outbox.append(
+                "queue-drops event", partial(self.events.append, "queue-drops", data)
             )
 
     def switch_refused(self, dpid: int, address: str, reason: str) -> None:

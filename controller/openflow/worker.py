@@ -43,11 +43,16 @@ from controller.pipeline.groups import GroupDiff, GroupEntry, GroupType, MeterEn
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.detection import DetectionSpec
 from controller.policy.model import Policy
+from controller.qos import tc
 from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.qos.plan import PortQos
 from controller.qos.provision import plan_ports, reconcile_bridge
+from controller.qos.telemetry import QueueStats, new_drops, parse_htb_classes, port_queues
 
 LOG = logging.getLogger("flowlane.controller")
+
+QUEUE_READ_INTERVAL_S = 1.0
+"""How often each port's HTB classes are read for the queue telemetry."""
 
 OFPP_MAX = 0xFFFFFF00
 
@@ -127,6 +132,9 @@ class SwitchWorker:
         self._qos_applied: dict[str, PortQos] | None = None
         self._count_limit: int | None = None
         self.bridge: Bridge | None = None
+        self._next_queue_read = 0.0
+        self._queue_stats: dict[tuple[str, str], QueueStats] = {}
+        self._dropping: set[tuple[str, str]] = set()
         self._threads = [
             threading.Thread(target=self._run, name=f"switch-{self.tag}", daemon=True),
             threading.Thread(target=self._run_qos, name=f"qos-{self.tag}", daemon=True),
@@ -408,29 +416,12 @@ class SwitchWorker:
 
     def _record_stats(self, stats: list[Any], installed: list[InstalledFlow]) -> None:
         """Per-class and per-queue counters for Prometheus, from the audit's own reads."""
-        metrics, policy = self.settings.metrics, self.settings.active.policy
+        policy = self.settings.active.policy
         counters = [
             FlowCounters(flow, s.packet_count, s.byte_count)
             for flow, s in zip(installed, stats, strict=True)
         ]
-        for name, (packets, octets) in class_counters(policy, counters).items():
-            metrics.class_packets.labels(self.tag, name).set(packets)
-            metrics.class_bytes.labels(self.tag, name).set(octets)
-        datapath = self.channel.datapath
-        parser, ofproto = datapath.ofproto_parser, datapath.ofproto
-        try:
-            queues = self.channel.request(
-                parser.OFPQueueStatsRequest(datapath, 0, ofproto.OFPP_ANY, ofproto.OFPQ_ALL),
-            )
-        except RequestFailedError as exc:
-            LOG.debug("switch %s: no queue statistics: %s", self.tag, exc)
-            return
-        names = {port.number: port.name for port in self.ports or []}
-        for queue in queues:
-            labels = (self.tag, names.get(queue.port_no, str(queue.port_no)), str(queue.queue_id))
-            metrics.queue_tx_bytes.labels(*labels).set(queue.tx_bytes)
-            metrics.queue_tx_packets.labels(*labels).set(queue.tx_packets)
-            metrics.queue_tx_errors.labels(*labels).set(queue.tx_errors)
+        self.settings.metrics.totals.set_classes(self.tag, class_counters(policy, counters))
 
     # ---- detection --------------------------------------------------------------------
 
@@ -579,10 +570,20 @@ class SwitchWorker:
         while True:
             with self._qos_cond:
                 while not self._stopping and not self._qos_wanted:
-                    self._qos_cond.wait()
+                    delay = self._next_queue_read - time.monotonic()
+                    if delay <= 0:
+                        break
+                    self._qos_cond.wait(delay)
                 if self._stopping:
                     return
-                self._qos_wanted = False
+                wanted, self._qos_wanted = self._qos_wanted, False
+            if not wanted:
+                self._next_queue_read = time.monotonic() + QUEUE_READ_INTERVAL_S
+                try:
+                    self._read_queues()
+                except Exception:
+                    LOG.exception("switch %s: queue telemetry not read", self.tag)
+                continue
             try:
                 summary = self._sync_qos()
             except Exception:
@@ -627,6 +628,44 @@ class SwitchWorker:
             )
         provisioned = len(plans) - len(outcome.failed) - len(outcome.vanished)
         return f"queues on {provisioned}/{len(plans)} ports ({bridge.datapath_type} datapath)"
+
+    def _read_queues(self) -> None:
+        """Every queue's counters, backlog and rate from its HTB class, for the metrics, the
+        store, and an event when a latency class (HTB priority 0) starts dropping."""
+        plans = self._qos_plans
+        if not self.settings.manage_qos or not plans or self._bridge() is None:
+            return
+        policy = self.settings.active.policy
+        now = time.time()
+        queues: list[QueueStats] = []
+        for port in sorted(plans):
+            try:
+                text = tc.class_stats(port)
+            except tc.TcError as exc:
+                LOG.debug("switch %s: no queue telemetry for %s: %s", self.tag, port, exc)
+                continue
+            queues += port_queues(
+                port, parse_htb_classes(text), policy.class_names, self._queue_stats, now
+            )
+        latency = [name for name, spec in policy.classes.items() if spec.priority == 0]
+        dropped = new_drops(queues, self._queue_stats, latency)
+        started = [(q, n) for q, n in dropped if (q.port, q.traffic_class) not in self._dropping]
+        self._dropping = {(q.port, q.traffic_class) for q, _ in dropped}
+        self._queue_stats = {(q.port, q.traffic_class): q for q in queues}
+        self.settings.metrics.totals.set_queues(self.tag, queues)
+        for observer in self.settings.observers:
+            observer.queues_observed(self.dpid, queues)
+            if started:
+                observer.queue_drops(self.dpid, started)
+        for queue, count in started:
+            LOG.warning(
+                "switch %s port %s: latency class %s dropped %d packet(s) (backlog %d B)",
+                self.tag,
+                queue.port,
+                queue.traffic_class,
+                count,
+                queue.backlog_bytes,
+            )
 
     def _bridge(self) -> Bridge | None:
         """The OVSDB bridge of this datapath, looked up once (None: not local, or OVSDB down)."""

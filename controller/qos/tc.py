@@ -92,3 +92,8 @@ def ensure(device: str, filters: Sequence[TcFilter]) -> bool:
     if present_keys(device) != wanted_keys(filters):
         raise TcError(device, "filters did not take effect")
     return True
+
+
+def class_stats(device: str) -> str:
+    """``tc -s class show dev DEVICE``: the HTB classes with their counters, as text."""
+    return _run(["-s", "class", "show", "dev", device], device)

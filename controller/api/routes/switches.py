@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Path
 from starlette.concurrency import run_in_threadpool
 
-from controller.api.schemas import ErrorOut, PortOut, QueueOut, SwitchesOut, SwitchOut
+from controller.api.errors import ApiError
+from controller.api.routes.flows import DPID_PATTERN, parse_dpid
+from controller.api.schemas import (
+    ErrorOut,
+    PortOut,
+    QueueOut,
+    QueueStatsOut,
+    SwitchesOut,
+    SwitchOut,
+    SwitchQueuesOut,
+    ValidationErrorOut,
+)
 from controller.api.services import Services, ServicesDep
 from controller.store.switches import SwitchReport
 
@@ -67,3 +78,43 @@ async def switches(services: ServicesDep) -> SwitchesOut:
     switch; compare it with ``active_version`` to see who lags.
     """
     return await run_in_threadpool(_switches, services)
+
+
+def _queues(services: Services, dpid: str) -> SwitchQueuesOut:
+    if dpid not in services.live_switches():
+        raise ApiError(404, f"no live switch {dpid}")
+    read = services.queues.get(dpid)
+    if read is None:
+        raise ApiError(
+            404,
+            f"switch {dpid} has no queue telemetry: its controller provisions no queues on it"
+            " (not in its local OVSDB, or run with --no-qos), or has not read them yet",
+        )
+    updated_at, queues = read
+    return SwitchQueuesOut(
+        dpid=dpid,
+        updated_at=updated_at,
+        queues=[QueueStatsOut.model_validate(queue.to_dict()) for queue in queues],
+    )
+
+
+@router.get(
+    "/switches/{dpid}/queues",
+    response_model=SwitchQueuesOut,
+    responses={
+        404: {"model": ErrorOut, "description": "No such live switch, or no reading yet"},
+        422: {"model": ValidationErrorOut, "description": "Not a dpid"},
+        **_UNAVAILABLE,
+    },
+)
+async def switch_queues(
+    services: ServicesDep,
+    dpid: str = Path(pattern=DPID_PATTERN, description="The switch: hex or decimal dpid"),
+) -> SwitchQueuesOut:
+    """The switch's port queues by class: bytes, packets, drops, overlimits, backlog and
+    rate, as its controller last read them from the HTB classes (about once a second)."""
+    try:
+        hex_dpid = f"{parse_dpid(dpid):016x}"
+    except ValueError as exc:
+        raise ApiError(404, str(exc)) from None
+    return await run_in_threadpool(_queues, services, hex_dpid)
