@@ -66,6 +66,11 @@ class ControllerMetrics:
             registry=self.registry,
             buckets=(0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
         )
+        self.store_up = Gauge(
+            "flowlane_store_up",
+            "1 while the controller's heartbeats reach Redis, 0 while they fail",
+            registry=self.registry,
+        )
         self.totals = SwitchTotals()
         self.registry.register(self.totals)
         self.stats_poll_seconds = Histogram(
@@ -276,6 +281,16 @@ class SwitchTotals(Collector):
                 "What a port's class queue sent per second over the last reading",
                 labels=labels,
             ),
+            "min_rate": GaugeMetricFamily(
+                "flowlane_queue_min_rate_bytes_per_second",
+                "The guarantee of a port's class queue (HTB rate)",
+                labels=labels,
+            ),
+            "priority": GaugeMetricFamily(
+                "flowlane_queue_priority",
+                "HTB priority of a port's class queue (0: a latency class, served first)",
+                labels=labels,
+            ),
         }
         for dpid, stats in (queues or {}).items():
             for queue in stats:
@@ -286,4 +301,6 @@ class SwitchTotals(Collector):
                 gauges["backlog_packets"].add_metric(key, queue.backlog_packets)
                 if queue.rate_bps is not None:
                     gauges["rate"].add_metric(key, queue.rate_bps / 8)
+                gauges["min_rate"].add_metric(key, queue.min_bps / 8)
+                gauges["priority"].add_metric(key, queue.priority)
         return [marked_packets, marked_bytes, *counters.values(), *gauges.values()]

@@ -21,7 +21,7 @@ from controller.api.bootstrap import bootstrap_admin
 from controller.api.errors import install_error_handlers
 from controller.api.guards import GuardMiddleware
 from controller.api.limits import BodyLimitMiddleware
-from controller.api.metrics import ApiMetrics, MetricsMiddleware
+from controller.api.metrics import ApiMetrics, MetricsMiddleware, StoreCollector
 from controller.api.openapi import install_openapi
 from controller.api.routes import (
     events,
@@ -113,6 +113,9 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.add_middleware(GuardMiddleware)
     app.add_middleware(AuditMiddleware)
     app.add_middleware(MetricsMiddleware, metrics=ApiMetrics(settings.registry))
+    settings.registry.register(
+        StoreCollector(lambda: (services.policies.active_version(), services.switches.heartbeats()))
+    )
     app.include_router(health.router)
     app.include_router(policy.build_router(settings))
     app.include_router(switches.router)

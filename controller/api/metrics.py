@@ -7,11 +7,54 @@ path, so a scan of random URLs adds one ``unmatched`` series, not thousands.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from controller.store.errors import StoreUnavailableError
+
 UNMATCHED = "unmatched"
+
+
+class StoreCollector(Collector):
+    """What the store says, read at each scrape: the active policy version and how old each
+    controller's heartbeat is, and whether Redis answered at all (``flowlane_store_up``)."""
+
+    def __init__(self, read: Callable[[], tuple[int | None, dict[str, float]]]) -> None:
+        self._read = read
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(self._families(None, {}, up=True))
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            version, beats = self._read()
+        except StoreUnavailableError:
+            return iter(self._families(None, {}, up=False))
+        return iter(self._families(version, beats, up=True))
+
+    @staticmethod
+    def _families(version: int | None, beats: dict[str, float], up: bool) -> list[Metric]:
+        store_up = GaugeMetricFamily(
+            "flowlane_store_up", "1 when the API's last read of Redis succeeded", value=int(up)
+        )
+        active = GaugeMetricFamily(
+            "flowlane_policy_active_version", "The store's active policy version"
+        )
+        if version is not None:
+            active.add_metric([], version)
+        ages = GaugeMetricFamily(
+            "flowlane_controller_heartbeat_age_seconds",
+            "Seconds since each controller's last heartbeat in the store",
+            labels=["controller"],
+        )
+        now = time.time()
+        for controller, beat in sorted(beats.items()):
+            ages.add_metric([controller], max(0.0, now - beat))
+        return [store_up, active, ages]
 
 
 class ApiMetrics:

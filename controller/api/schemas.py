@@ -276,6 +276,8 @@ class QueueStatsOut(BaseModel):
     backlog_packets: int = Field(description="Packets waiting now")
     rate_bps: float | None = Field(description="bit/s sent since the reading before; null: first")
     at: float = Field(description="Unix time of the reading")
+    min_bps: int = Field(description="The queue's guarantee on this port (HTB rate), bit/s")
+    priority: int = Field(description="HTB priority; 0: a latency class, served first")
 
 
 class SwitchQueuesOut(BaseModel):

@@ -262,14 +262,18 @@ class RedisLink:
 
     def _beat(self) -> None:
         while not self._stopping.is_set():
+            up = False
             try:
                 pruned = self.switches.heartbeat(self.controller_id)
+                up = True
                 if pruned:
                     LOG.info("forgot silent controller(s) and their switches: %s", pruned)
             except (StoreUnavailableError, redis.RedisError):
                 pass  # the follower logs the outage, and its end
             except Exception:
                 LOG.exception("heartbeat failed")
+            if self._metrics is not None:
+                self._metrics.store_up.set(1 if up else 0)
             self._stopping.wait(self._heartbeat_s)
 
     def _follow(self) -> None:

@@ -635,7 +635,6 @@ class SwitchWorker:
         plans = self._qos_plans
         if not self.settings.manage_qos or not plans or self._bridge() is None:
             return
-        policy = self.settings.active.policy
         now = time.time()
         queues: list[QueueStats] = []
         for port in sorted(plans):
@@ -645,10 +644,9 @@ class SwitchWorker:
                 LOG.debug("switch %s: no queue telemetry for %s: %s", self.tag, port, exc)
                 continue
             queues += port_queues(
-                port, parse_htb_classes(text), policy.class_names, self._queue_stats, now
+                port, parse_htb_classes(text), plans[port].queues, self._queue_stats, now
             )
-        latency = [name for name, spec in policy.classes.items() if spec.priority == 0]
-        dropped = new_drops(queues, self._queue_stats, latency)
+        dropped = new_drops(queues, self._queue_stats)
         started = [(q, n) for q, n in dropped if (q.port, q.traffic_class) not in self._dropping]
         self._dropping = {(q.port, q.traffic_class) for q, _ in dropped}
         self._queue_stats = {(q.port, q.traffic_class): q for q in queues}

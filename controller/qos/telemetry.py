@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from controller.qos.plan import QueueSpec
+
 ROOT_CLASS: Final = "1:fffe"
 
 _CLASS = re.compile(
@@ -58,6 +60,10 @@ class QueueStats:
     backlog_packets: int
     rate_bps: float | None
     at: float
+    min_bps: int = 0
+    """The queue's guarantee (HTB rate) on this port."""
+    priority: int = 0
+    """Its HTB priority: 0 is served first (the latency classes)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -72,6 +78,8 @@ class QueueStats:
             "backlog_packets": self.backlog_packets,
             "rate_bps": self.rate_bps,
             "at": self.at,
+            "min_bps": self.min_bps,
+            "priority": self.priority,
         }
 
     @staticmethod
@@ -88,6 +96,8 @@ class QueueStats:
             backlog_packets=int(data["backlog_packets"]),
             rate_bps=None if data.get("rate_bps") is None else float(data["rate_bps"]),
             at=float(data["at"]),
+            min_bps=int(data.get("min_bps", 0)),
+            priority=int(data.get("priority", 0)),
         )
 
 
@@ -126,19 +136,22 @@ def queue_id_of(classid: str) -> int | None:
 def port_queues(
     port: str,
     classes: Mapping[str, ClassCounters],
-    class_names: Sequence[str],
+    planned: Sequence[QueueSpec],
     previous: Mapping[tuple[str, str], QueueStats],
     now: float,
 ) -> list[QueueStats]:
-    """The port's queues named by class, in queue order, with rates against ``previous``
-    (keyed by port and class). A queue whose counters went backwards was re-created (OVS
-    rebuilt the qdisc): it has no rate until the next reading."""
+    """The port's queues named by the class each was ``planned`` for, in queue order, with
+    rates against ``previous`` (keyed by port and class). A queue whose counters went
+    backwards was re-created (OVS rebuilt the qdisc): it has no rate until the next reading.
+    """
+    specs = {spec.queue_id: spec for spec in planned}
     stats = []
     for classid, counters in classes.items():
         queue = queue_id_of(classid)
-        if queue is None or not 0 <= queue < len(class_names):
+        spec = specs.get(queue) if queue is not None else None
+        if queue is None or spec is None:
             continue
-        name = class_names[queue]
+        name = spec.class_name
         before = previous.get((port, name))
         rate = None
         if before is not None and now > before.at and counters.bytes >= before.bytes:
@@ -156,22 +169,21 @@ def port_queues(
                 backlog_packets=counters.backlog_packets,
                 rate_bps=rate,
                 at=now,
+                min_bps=spec.min_bps,
+                priority=spec.priority,
             )
         )
     return sorted(stats, key=lambda s: s.queue_id)
 
 
 def new_drops(
-    current: Iterable[QueueStats],
-    previous: Mapping[tuple[str, str], QueueStats],
-    watched: Iterable[str],
+    current: Iterable[QueueStats], previous: Mapping[tuple[str, str], QueueStats]
 ) -> list[tuple[QueueStats, int]]:
-    """Queues of the ``watched`` classes that dropped packets since the previous reading,
-    with how many: a latency class dropping is where "inference is slow" shows first."""
-    classes = set(watched)
+    """Queues of latency classes (HTB priority 0) that dropped packets since the previous
+    reading, with how many: that is where "inference is slow" shows first."""
     dropped = []
     for stats in current:
         before = previous.get((stats.port, stats.traffic_class))
-        if stats.traffic_class in classes and before is not None and stats.drops > before.drops:
+        if stats.priority == 0 and before is not None and stats.drops > before.drops:
             dropped.append((stats, stats.drops - before.drops))
     return dropped

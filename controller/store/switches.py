@@ -259,6 +259,12 @@ class SwitchStore:
         return [text(member) for member in members if isinstance(member, bytes | str)]
 
     @translate_errors
+    def heartbeats(self) -> dict[str, float]:
+        """Every controller the store knows, with its last heartbeat (unix time)."""
+        pairs: Any = self._redis.zrange(self._controllers, 0, -1, withscores=True)
+        return {text(member): float(score) for member, score in pairs}
+
+    @translate_errors
     def last_heartbeat(self) -> tuple[str, float] | None:
         """The controller that beat last and when (unix time): what ``/readyz`` names
         when no controller is live."""

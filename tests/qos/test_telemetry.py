@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from controller.qos.plan import QueueSpec
 from controller.qos.telemetry import (
     ClassCounters,
     QueueStats,
@@ -39,7 +40,16 @@ class htb 1:3 parent 1:fffe prio 2 rate 5Mbit ceil 50Mbit burst 1600b cburst 160
  Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)
  backlog 0b 0p requeues 0
 """
-CLASSES = ("inference", "training", "best-effort")
+CLASSES = tuple(
+    QueueSpec(queue, name, min_bps, 50_000_000, priority, dscp)
+    for queue, (name, min_bps, priority, dscp) in enumerate(
+        [
+            ("inference", 10_000_000, 0, 46),
+            ("training", 35_000_000, 1, 26),
+            ("best-effort", 5_000_000, 2, 0),
+        ]
+    )
+)
 
 
 def test_every_htb_class_is_parsed_with_its_backlog_in_bytes() -> None:
@@ -67,10 +77,10 @@ def test_class_ids_map_to_queue_numbers(classid: str, queue: int | None) -> None
 
 def test_queues_are_named_by_class_and_rated_against_the_previous_reading() -> None:
     first = port_queues("s1-eth3", parse_htb_classes(TC_TEXT), CLASSES, {}, now=100.0)
-    assert [(q.traffic_class, q.queue_id) for q in first] == [
-        ("inference", 0),
-        ("training", 1),
-        ("best-effort", 2),
+    assert [(q.traffic_class, q.queue_id, q.min_bps, q.priority) for q in first] == [
+        ("inference", 0, 10_000_000, 0),
+        ("training", 1, 35_000_000, 1),
+        ("best-effort", 2, 5_000_000, 2),
     ]
     assert all(q.rate_bps is None for q in first)
     previous = {(q.port, q.traffic_class): q for q in first}
@@ -84,20 +94,19 @@ def test_queues_are_named_by_class_and_rated_against_the_previous_reading() -> N
     assert third[0].rate_bps is None
 
 
-def test_a_class_beyond_the_policy_is_left_out() -> None:
+def test_a_class_the_plan_does_not_name_is_left_out() -> None:
     queues = port_queues("p", parse_htb_classes(TC_TEXT), CLASSES[:2], {}, now=1.0)
     assert [q.traffic_class for q in queues] == ["inference", "training"]
 
 
-def test_drops_are_reported_for_watched_classes_only() -> None:
+def test_drops_are_reported_for_latency_classes_only() -> None:
     first = port_queues("p", parse_htb_classes(TC_TEXT), CLASSES, {}, now=1.0)
     previous = {(q.port, q.traffic_class): q for q in first}
     text = TC_TEXT.replace("dropped 3,", "dropped 10,").replace("dropped 42,", "dropped 50,")
     second = port_queues("p", parse_htb_classes(text), CLASSES, previous, now=2.0)
-    assert [(s.traffic_class, n) for s, n in new_drops(second, previous, ["inference"])] == [
-        ("inference", 7)
-    ]
-    assert new_drops(first, {}, ["inference"]) == []  # no previous reading: nothing new
+    # training dropped 8 as well, but it is not a latency class (HTB priority 1)
+    assert [(s.traffic_class, n) for s, n in new_drops(second, previous)] == [("inference", 7)]
+    assert new_drops(first, {}) == []  # no previous reading: nothing new
 
 
 def test_stats_round_trip_through_json() -> None:
