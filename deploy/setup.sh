@@ -16,6 +16,7 @@ PACKAGES=(
   iproute2             # tc filters, network namespaces
   python3              # Debian's interpreter: the one that sees Debian's mininet
   python3-venv
+  prometheus           # promtool checks the alert rules; a test scrapes flowlane with it
   make
 )
 
