@@ -264,7 +264,12 @@ def wait_for_token(
 
 @contextmanager
 def stack(
-    policy_file: Path, log_path: Path, ofp_port: int, *, data_dir: Path | None = None
+    policy_file: Path,
+    log_path: Path,
+    ofp_port: int,
+    *,
+    data_dir: Path | None = None,
+    metrics_port: int = 0,
 ) -> Iterator[StackProcess]:
     """The whole stack as ``make run`` starts it, on free ports; stopped by PID after.
 
@@ -297,7 +302,7 @@ def stack(
             "--ofp-port",
             str(ofp_port),
             "--metrics-port",
-            "0",
+            str(metrics_port),
             *(["--data-dir", str(data_dir)] if data_dir is not None else ["--ephemeral"]),
         ],
         stdout=log,
