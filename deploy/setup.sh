@@ -17,6 +17,7 @@ PACKAGES=(
   python3              # Debian's interpreter: the one that sees Debian's mininet
   python3-venv
   prometheus           # promtool checks the alert rules; a test scrapes flowlane with it
+  systemd              # systemd-analyze verifies the units in deploy/systemd
   make
 )
 
