@@ -10,13 +10,10 @@ decode and validate bodies in the thread pool).
 
 from __future__ import annotations
 
-from typing import Final
-
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-MAX_BODY_BYTES: Final = 8 * 1024 * 1024
-"""8 MiB: the largest valid policy (4096 rules, MAX_POLICY_ENTRIES) is well below it."""
+from controller.api.settings import MAX_BODY_BYTES
 
 
 def declared_length(scope: Scope) -> int | None:

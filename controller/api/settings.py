@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from prometheus_client import CollectorRegistry
 
-from controller.api.limits import MAX_BODY_BYTES
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
+
+MAX_BODY_BYTES: Final = 8 * 1024 * 1024
+"""8 MiB: the largest valid policy (4096 rules, MAX_POLICY_ENTRIES) is well below it."""
 
 
 @dataclass(frozen=True, slots=True)

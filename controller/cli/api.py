@@ -9,9 +9,9 @@ from typing import Annotated, Any
 
 import typer
 
-from controller.api.limits import MAX_BODY_BYTES
-from controller.api.settings import ApiSettings
+from controller.api.settings import MAX_BODY_BYTES, ApiSettings
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
+from controller.logs import LogFormat, uvicorn_log_config
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
 
@@ -63,6 +63,12 @@ def api(
         typer.Option(help="Also require a client certificate signed by this CA (mutual TLS)"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+    log_format: Annotated[
+        LogFormat, typer.Option(help="text, or json: one JSON object per line")
+    ] = LogFormat.text,
+    access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log)")] = (
+        False
+    ),
 ) -> None:
     """Serve the REST API: OpenAPI at /docs, metrics at /metrics.
 
@@ -89,7 +95,15 @@ def api(
 
     from controller.api.app import create_app
 
-    uvicorn.run(create_app(settings), host=host, port=port, log_level=log_level.lower(), **tls)
+    uvicorn.run(
+        create_app(settings),
+        host=host,
+        port=port,
+        log_level=log_level.lower(),
+        log_config=uvicorn_log_config(log_level, log_format, access_log),
+        access_log=access_log,
+        **tls,
+    )
 
 
 def tls_options(cert: Path | None, key: Path | None, client_ca: Path | None) -> dict[str, Any]:

@@ -7,12 +7,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from controller.auth.certs import Issued, issue, new_authority
+from controller.cli.render import out
 
 app = typer.Typer(help="Certificates for HTTPS and OpenFlow over TLS.", no_args_is_help=True)
-out = Console(soft_wrap=True)
+
 
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")
 FILES = ("ca", "api", "controller", "switch", "client")

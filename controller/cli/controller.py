@@ -13,6 +13,7 @@ import typer
 from prometheus_client import start_http_server
 
 from controller.cli.render import print_policy_error
+from controller.logs import LogFormat, setup_logging
 from controller.metrics import ControllerMetrics
 from controller.openflow.tls import OfpTls
 from controller.policy.errors import PolicyError
@@ -56,6 +57,9 @@ def controller(
         typer.Option(help="Accept only switches whose certificate this CA signed"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
+    log_format: Annotated[
+        LogFormat, typer.Option(help="text, or json: one JSON object per line")
+    ] = LogFormat.text,
 ) -> None:
     """Run the controller: install the policy on every switch that connects.
 
@@ -66,10 +70,7 @@ def controller(
     Without Redis, SIGHUP re-reads the policy file (an invalid file is
     reported and ignored); with Redis, the active version there rules.
     """
-    logging.basicConfig(
-        level=log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    setup_logging(log_level, log_format)
     tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
     try:
         file_policy, document = load_policy_document(policy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import metadata
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,16 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        try:
+            version = metadata.version("flowlane")
+        except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+            version = "unknown (not installed)"
+        typer.echo(f"flowlane {version}")
+        raise typer.Exit()
 
 
 @app.callback()
@@ -48,8 +59,15 @@ def main(
     client_key: Annotated[
         Path | None, typer.Option(envvar="FLOWLANE_CLIENT_KEY", help="Its private key")
     ] = None,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit"
+        ),
+    ] = False,
 ) -> None:
     """flowlane: training and inference traffic classes on Open vSwitch."""
+    del version  # handled by its callback
     if (client_cert is None) != (client_key is None):
         raise typer.BadParameter("give --client-cert and --client-key together")
     CREDENTIALS.token = token

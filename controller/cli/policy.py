@@ -9,6 +9,7 @@ the one judge of what is valid, with the same paths ``validate`` prints.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,7 +32,7 @@ from controller.cli.remote import (
 from controller.cli.render import err, out, print_policy_error
 from controller.pipeline.planner import plan_switch
 from controller.policy.errors import PolicyError
-from controller.policy.load import load_policy_file, read_document_file
+from controller.policy.load import default_policy_path, load_policy_file, read_document_file
 from controller.policy.units import format_rate
 from controller.qos.plan import plan_port_qos
 
@@ -54,6 +55,12 @@ WaitOption = Annotated[
 TimeoutOption = Annotated[
     float, typer.Option(min=0.001, help="Seconds to wait for the switches (with --wait)")
 ]
+
+
+@app.command()
+def default() -> None:
+    """Print the shipped default policy (commented YAML), e.g. to start a policy file from."""
+    sys.stdout.write(default_policy_path().read_text(encoding="utf-8"))
 
 
 @app.command()

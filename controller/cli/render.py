@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import sys
+
 from rich.console import Console
 
 from controller.policy.errors import PolicyError
 
-out = Console()
-err = Console(stderr=True)
+PIPED_WIDTH = 10_000
+"""Output to a file or a program is never cut to 80 columns: dpids and paths stay whole."""
+
+
+def console(stderr: bool = False) -> Console:
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPED_WIDTH, soft_wrap=True)
+
+
+out = console()
+err = console(stderr=True)
 
 
 def print_policy_error(error: PolicyError) -> None:

@@ -18,7 +18,6 @@ from pydantic import ValidationError
 
 from controller.cli.render import err, out
 from controller.policy.errors import format_path
-from controller.scenario.plots import write_plots
 from controller.scenario.report import Report
 from controller.scenario.spec import Mode
 from controller.scenario.summary import markdown_table, scenario_list, summary_table
@@ -37,9 +36,23 @@ def _checkout() -> None:
     if not RUNNER.is_file() or not SCENARIOS.is_dir():
         err.print(
             f"[red]no scenario runner at {RUNNER}[/]: scenarios run from a source checkout"
-            " of flowlane (pip install -e .)"
+            " of flowlane (pip install -e '.\\[scenarios]')"
         )
         raise typer.Exit(2)
+    _extra()
+
+
+def _extra() -> None:
+    """The plots (matplotlib) and the fabric optimum (scipy) are an optional extra."""
+    try:
+        import matplotlib  # noqa: F401
+        import scipy  # type: ignore[import-untyped]  # noqa: F401
+    except ImportError as exc:
+        err.print(
+            f"[red]the scenario runner needs the scenarios extra[/] ({exc.name} is missing):"
+            " pip install 'flowlane\\[scenarios]'"
+        )
+        raise typer.Exit(2) from None
 
 
 @app.command("list")
@@ -82,6 +95,9 @@ def show(
             err.print(f"  {format_path(error['loc'])}: {error['msg']}", highlight=False)
         raise typer.Exit(2) from None
     if plots:
+        _extra()
+        from controller.scenario.plots import write_plots  # matplotlib: the scenarios extra
+
         loaded.plots = write_plots(loaded, report.parent)
         err.print(f"plots: {', '.join(str(report.parent / name) for name in loaded.plots)}")
     if markdown:

@@ -41,12 +41,14 @@ import redis
 import typer
 from rich.markup import escape
 
-from controller.api.limits import MAX_BODY_BYTES
+from controller.api.settings import MAX_BODY_BYTES
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
 from controller.cli.api import tls_options
 from controller.cli.controller import ofp_tls
 from controller.cli.render import err, out
 from controller.cli.supervise import Supervisor, exit_text
+from controller.logs import LogFormat
+from controller.policy.load import default_policy_path
 from controller.store.policies import HISTORY_LIMIT
 
 DATA_DIR_ENV = "FLOWLANE_DATA_DIR"
@@ -322,9 +324,14 @@ def _redis_log_tail(directory: Path, lines: int = 5) -> str:
 
 
 def up(
-    policy: Annotated[Path, typer.Option(help="Policy YAML used when Redis has none")] = Path(
-        "policies/default.yaml"
-    ),
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            help="Policy YAML used when Redis has none [default: the shipped default policy,"
+            " flowlane policy default prints it]",
+            show_default=False,
+        ),
+    ] = None,
     redis_url: Annotated[
         str | None, typer.Option(help="Use this Redis instead of starting a private one")
     ] = None,
@@ -372,6 +379,10 @@ def up(
     ofp_ca: Annotated[
         Path | None, typer.Option(help="Accept only switches certified by this CA")
     ] = None,
+    log_format: Annotated[
+        LogFormat, typer.Option(help="The services' logs: text, or json (one object per line)")
+    ] = LogFormat.text,
+    access_log: Annotated[bool, typer.Option(help="Log every API request")] = False,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;
     stop them all on Ctrl-C."""
@@ -380,6 +391,7 @@ def up(
             "[bold red]flowlane up:[/] --ephemeral is for the private Redis; drop --redis-url"
         )
         raise typer.Exit(2)
+    policy = policy if policy is not None else default_policy_path()
     api_tls = tls_options(tls_cert, tls_key, tls_client_ca)
     switch_tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
     stack = _Stack()
@@ -429,6 +441,7 @@ def up(
             controller_args = ["--policy", str(policy)]
             controller_args += ["--ofp-host", ofp_host, "--ofp-port", str(ofp_port)]
             controller_args += ["--metrics-port", str(metrics_port)]
+            controller_args += ["--log-format", log_format.value]
             if switch_tls is not None:
                 controller_args += ["--ofp-tls-cert", str(switch_tls.cert)]
                 controller_args += [
@@ -445,6 +458,8 @@ def up(
             api_args += ["--history-limit", str(history_limit)]
             tokens = token_file or default_token_file(os.environ, Path.home())
             api_args += ["--token-file", str(tokens), "--max-body", str(max_body)]
+            api_args += ["--log-format", log_format.value]
+            api_args += ["--access-log"] if access_log else []
             for option, path in (
                 ("--tls-cert", tls_cert),
                 ("--tls-key", tls_key),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,8 @@ def load_policy_document(path: Path) -> tuple[Policy, dict[str, Any]]:
     policy = parse_policy(document, str(path))
     assert isinstance(document, dict)  # parse_policy accepted it
     return policy, document
+
+
+def default_policy_path() -> Path:
+    """The shipped default policy (package data): what ``flowlane up`` starts with."""
+    return Path(str(resources.files("controller.policy").joinpath("default.yaml")))
