@@ -15,6 +15,7 @@ from controller.cli.controller import controller
 from controller.cli.fabric import paths, topology
 from controller.cli.flows import events, flows
 from controller.cli.remote import CREDENTIALS, switches
+from controller.cli.top import top
 from controller.cli.up import up
 
 app = typer.Typer(
@@ -90,4 +91,5 @@ app.command()(events)
 app.command()(topology)
 app.command()(paths)
 app.command()(up)
+app.command()(top)
 app.command()(access.audit)

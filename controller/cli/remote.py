@@ -237,6 +237,9 @@ class ApiClient:
     def switches(self) -> Any:
         return self.request("GET", "/v1/switches")
 
+    def queues(self, dpid: str) -> Any:
+        return self.request("GET", f"/v1/switches/{quote(dpid, safe='')}/queues")
+
     def put_policy(self, document: object, write: WriteOptions) -> Any:
         return self.request(
             "PUT",

@@ -1,0 +1,219 @@
+"""``flowlane top``: a live view of switches, port queues by class, and the top flows.
+
+One refresh is three reads of the API (switches, each switch's queues, the
+largest flows); ``top_view`` turns them into plain rows and ``render_top``
+into rich tables, both pure, so they are tested without a terminal. The
+loop redraws in place every ``--interval`` (plain text over SSH works: rich
+falls back to redrawing below when the terminal cannot move the cursor).
+``--once`` prints one view; with ``--json`` it prints the rows instead.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+
+from controller.cli.flows import five_tuple, human_bytes, human_rate
+from controller.cli.remote import (
+    DEFAULT_API,
+    ApiCallError,
+    ApiClient,
+    ApiOption,
+    JsonOption,
+    print_json,
+    report_request_failure,
+)
+from controller.cli.render import out
+
+TOP_FLOWS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    switch: str
+    port: str
+    traffic_class: str
+    rate_bps: float | None
+    min_bps: int
+    drops: int
+    backlog_bytes: int
+    backlog_packets: int
+
+
+@dataclass(frozen=True, slots=True)
+class FlowRow:
+    switch: str
+    flow: str
+    traffic_class: str
+    why: str
+    rate_bps: float | None
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopView:
+    active_version: int | None
+    switches: list[dict[str, Any]]
+    queues: list[QueueRow]
+    flows: list[FlowRow]
+    missing_queues: list[str]
+    """Switches whose controller publishes no queue telemetry (remote, or --no-qos)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "active_version": self.active_version,
+            "switches": self.switches,
+            "queues": [asdict(row) for row in self.queues],
+            "flows": [asdict(row) for row in self.flows],
+            "missing_queues": self.missing_queues,
+        }
+
+
+def top_view(
+    switches: dict[str, Any],
+    queues: dict[str, dict[str, Any] | None],
+    flows: dict[str, Any],
+    top: int = TOP_FLOWS,
+) -> TopView:
+    """The view of one refresh, from the API's answers (queues: dpid → answer, or None)."""
+    reported = switches.get("switches", [])
+    summary = [
+        {
+            "dpid": s.get("dpid"),
+            "applied_version": s.get("applied_version"),
+            "ports": len(s.get("ports", [])),
+            "flows": s.get("flow_count"),
+            "datapath": s.get("datapath_type"),
+        }
+        for s in reported
+    ]
+    rows = []
+    missing = []
+    for dpid, answer in queues.items():
+        if answer is None:
+            missing.append(dpid)
+            continue
+        for queue in answer.get("queues", []):
+            rows.append(
+                QueueRow(
+                    switch=dpid,
+                    port=str(queue["port"]),
+                    traffic_class=str(queue["class"]),
+                    rate_bps=queue.get("rate_bps"),
+                    min_bps=int(queue.get("min_bps", 0)),
+                    drops=int(queue.get("drops", 0)),
+                    backlog_bytes=int(queue.get("backlog_bytes", 0)),
+                    backlog_packets=int(queue.get("backlog_packets", 0)),
+                )
+            )
+    by_rate = sorted(
+        flows.get("flows", []),
+        key=lambda f: (-(f.get("rate_bps") or 0.0), -int(f.get("bytes", 0))),
+    )
+    flow_rows = [
+        FlowRow(
+            switch=str(f.get("switch")),
+            flow=five_tuple(f),
+            traffic_class=str(f.get("class")),
+            why=str(f.get("why")),
+            rate_bps=f.get("rate_bps"),
+            bytes=int(f.get("bytes", 0)),
+        )
+        for f in by_rate[:top]
+    ]
+    return TopView(switches.get("active_version"), summary, rows, flow_rows, sorted(missing))
+
+
+def render_top(view: TopView, at: float) -> Group:
+    stamp = time.strftime("%H:%M:%S", time.localtime(at))
+    switches = Table(
+        title=f"flowlane top  {stamp}  active version {view.active_version or '-'}",
+        title_justify="left",
+    )
+    for column in ("switch", "applied", "datapath", "ports", "flows"):
+        switches.add_column(column)
+    for s in view.switches:
+        switches.add_row(
+            str(s["dpid"]),
+            str(s["applied_version"] if s["applied_version"] is not None else "-"),
+            str(s["datapath"] or "-"),
+            str(s["ports"]),
+            str(s["flows"]),
+        )
+    queues = Table(title="queues by port and class", title_justify="left")
+    for column in ("switch", "port", "class", "rate", "guarantee", "drops", "backlog"):
+        queues.add_column(
+            column, justify="left" if column in ("switch", "port", "class") else "right"
+        )
+    for q in view.queues:
+        backlog = (
+            f"{human_bytes(q.backlog_bytes)} / {q.backlog_packets}p" if q.backlog_packets else "-"
+        )
+        queues.add_row(
+            q.switch,
+            q.port,
+            q.traffic_class,
+            human_rate(q.rate_bps),
+            human_rate(q.min_bps),
+            f"[red]{q.drops}[/]" if q.drops else "0",
+            backlog,
+        )
+    flows = Table(title=f"top {len(view.flows)} flows by rate", title_justify="left")
+    for column in ("switch", "flow", "class", "why", "rate", "bytes"):
+        flows.add_column(column, justify="right" if column in ("rate", "bytes") else "left")
+    for f in view.flows:
+        flows.add_row(
+            f.switch, f.flow, f.traffic_class, f.why, human_rate(f.rate_bps), human_bytes(f.bytes)
+        )
+    parts: list[Any] = [switches, queues, flows]
+    if view.missing_queues:
+        parts.append(f"no queue telemetry from {', '.join(view.missing_queues)}")
+    return Group(*parts)
+
+
+def read_view(client: ApiClient) -> TopView:
+    switches = client.switches()
+    queues: dict[str, dict[str, Any] | None] = {}
+    for switch in switches.get("switches", []):
+        dpid = str(switch["dpid"])
+        try:
+            queues[dpid] = client.queues(dpid)
+        except ApiCallError as failure:
+            if failure.status != 404:
+                raise
+            queues[dpid] = None
+    flows = client.flows({"limit": 1000})
+    return top_view(switches, queues, flows)
+
+
+def top(
+    api: ApiOption = DEFAULT_API,
+    interval: Annotated[float, typer.Option(min=0.2, help="Seconds between refreshes")] = 1.0,
+    once: Annotated[bool, typer.Option(help="Print one view and exit")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """A live view: switches, every port queue by class (rate, guarantee, drops, backlog), and
+    the top flows by rate with their class and why. Ctrl-C ends it."""
+    client = ApiClient(api)
+    try:
+        if once or as_json:
+            view = read_view(client)
+            if as_json:
+                print_json(view.to_dict())
+            else:
+                out.print(render_top(view, time.time()))
+            return
+        with Live(console=out, auto_refresh=False, screen=False) as live:
+            while True:
+                live.update(render_top(read_view(client), time.time()), refresh=True)
+                time.sleep(interval)
+    except ApiCallError as failure:
+        raise report_request_failure(failure, as_json=as_json, what="read") from None
+    except KeyboardInterrupt:
+        return
