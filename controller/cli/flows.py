@@ -152,8 +152,25 @@ def flows(
         raise report_request_failure(failure, as_json=as_json, what="query") from None
     if as_json:
         print_json(body)
-    else:
-        render_flows(body, time.time())
+        return
+    render_flows(body, time.time())
+    if not body.get("flows"):
+        _say_if_detection_is_off(api)
+
+
+def _say_if_detection_is_off(api: str) -> None:
+    """No flow at all is what a policy without detection shows: say why, not just "none"."""
+    try:
+        active = ApiClient(api).get_policy()
+    except ApiCallError:
+        return  # the flows answered; a hint that cannot be had is no error
+    document = active.get("policy") if isinstance(active, dict) else None
+    if isinstance(document, dict) and document.get("detection") is None:
+        out.print(
+            f"detection is off in the active policy (version {active.get('version')}):"
+            " no flow is counted, so none is tracked; add a detection section to see them",
+            highlight=False,
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,9 +180,18 @@ def flows(
 _BASE_FIELDS = ("id", "kind", "time")
 
 
+def _value(value: object) -> str:
+    """A field as people read it: ``0.546`` rather than ``0.5460000000000491``."""
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
+
+
 def _rest(event: dict[str, Any], skip: tuple[str, ...] = ()) -> str:
     return " ".join(
-        f"{key}={value}" for key, value in event.items() if key not in (*_BASE_FIELDS, *skip)
+        f"{key}={_value(value)}"
+        for key, value in event.items()
+        if key not in (*_BASE_FIELDS, *skip)
     )
 
 

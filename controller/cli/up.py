@@ -489,6 +489,7 @@ def up(
                 f"  Redis        {shown_url}\n"
                 f"  Redis data   {storage}\n"
                 f"  API token    {tokens} (the first admin token of an empty store)\n"
+                f"  watch        flowlane top --api {api}\n"
                 f"  pids         {pids}\n"
                 "A child that dies is started again. Ctrl-C stops everything.",
                 highlight=False,

@@ -339,3 +339,31 @@ def test_event_summary(event: dict[str, Any], text: str) -> None:
 def test_event_line_has_time_and_kind() -> None:
     line = event_line({"id": "1-0", "kind": "job", "time": 0, "name": "t", "op": "deleted"})
     assert line.endswith("  job           t deleted")
+
+
+def test_no_flow_under_a_policy_without_detection_says_detection_is_off(
+    runner: CliRunner, api_url: str, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "classes: {inference: {priority: 0, dscp: 46, min_rate: 20%}}\ndefault_class: inference\n"
+    )
+    stored = runner.invoke(app, ["policy", "apply", str(policy), "--api", api_url, "--no-wait"])
+    assert stored.exit_code == 0, stored.output
+    result = runner.invoke(app, ["flows", "--api", api_url])
+    assert result.exit_code == 0, result.output
+    assert "detection is off in the active policy (version 1)" in result.output
+
+
+def test_event_floats_are_rounded_for_people() -> None:
+    line = event_summary(
+        {
+            "kind": "reclassified",
+            "switch": "01",
+            "flow": "f",
+            "from": "a",
+            "to": "b",
+            "latency_s": 0.5460000000000491,
+        }
+    )
+    assert "latency_s=0.546" in line and "0.54600000" not in line
