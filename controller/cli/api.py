@@ -11,6 +11,7 @@ import typer
 
 from controller.api.settings import MAX_BODY_BYTES, ApiSettings
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
+from controller.cli.render import LogFormatOption
 from controller.logs import LogFormat, uvicorn_log_config
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
@@ -63,9 +64,7 @@ def api(
         typer.Option(help="Also require a client certificate signed by this CA (mutual TLS)"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
-    log_format: Annotated[
-        LogFormat, typer.Option(help="text, or json: one JSON object per line")
-    ] = LogFormat.text,
+    log_format: LogFormatOption = LogFormat.text,
     access_log: Annotated[bool, typer.Option(help="Log every request (uvicorn's access log)")] = (
         False
     ),

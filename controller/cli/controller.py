@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from prometheus_client import start_http_server
 
-from controller.cli.render import print_policy_error
+from controller.cli.render import LogFormatOption, print_policy_error
 from controller.logs import LogFormat, setup_logging
 from controller.metrics import ControllerMetrics
 from controller.openflow.tls import OfpTls
@@ -57,9 +57,7 @@ def controller(
         typer.Option(help="Accept only switches whose certificate this CA signed"),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
-    log_format: Annotated[
-        LogFormat, typer.Option(help="text, or json: one JSON object per line")
-    ] = LogFormat.text,
+    log_format: LogFormatOption = LogFormat.text,
 ) -> None:
     """Run the controller: install the policy on every switch that connects.
 

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import sys
+from typing import Annotated
 
+import typer
 from rich.console import Console
 
+from controller.logs import LogFormat
 from controller.policy.errors import PolicyError
+
+LogFormatOption = Annotated[
+    LogFormat, typer.Option(help="Logs as text, or as json: one JSON object per line")
+]
 
 PIPED_WIDTH = 10_000
 """Output to a file or a program is never cut to 80 columns: dpids and paths stay whole."""

@@ -45,7 +45,7 @@ from controller.api.settings import MAX_BODY_BYTES
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
 from controller.cli.api import tls_options
 from controller.cli.controller import ofp_tls
-from controller.cli.render import err, out
+from controller.cli.render import LogFormatOption, err, out
 from controller.cli.supervise import Supervisor, exit_text
 from controller.logs import LogFormat
 from controller.policy.load import default_policy_path
@@ -379,9 +379,7 @@ def up(
     ofp_ca: Annotated[
         Path | None, typer.Option(help="Accept only switches certified by this CA")
     ] = None,
-    log_format: Annotated[
-        LogFormat, typer.Option(help="The services' logs: text, or json (one object per line)")
-    ] = LogFormat.text,
+    log_format: LogFormatOption = LogFormat.text,
     access_log: Annotated[bool, typer.Option(help="Log every API request")] = False,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;

@@ -32,6 +32,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("GET", "/v1/policy/history", {}),
     ("POST", "/v1/policy/rollback", {"json": {"version": 1}}),
     ("GET", "/v1/switches", {}),
+    ("GET", "/v1/switches/0x2a/queues", {}),
     ("GET", "/v1/jobs", {}),
     ("POST", "/v1/jobs", {"json": JOB}),
     ("GET", "/v1/jobs/allreduce", {}),
@@ -84,7 +85,11 @@ def test_every_route_is_in_the_list(down_client: TestClient) -> None:
         for method in methods
     }
     listed = {(method, path.split("?")[0]) for method, path, _ in ROUTES}
-    named = {"/v1/jobs/allreduce": "/v1/jobs/{name}", "/v1/tokens/ci": "/v1/tokens/{name}"}
+    named = {
+        "/v1/jobs/allreduce": "/v1/jobs/{name}",
+        "/v1/tokens/ci": "/v1/tokens/{name}",
+        "/v1/switches/0x2a/queues": "/v1/switches/{dpid}/queues",
+    }
     listed = {(m, named.get(p, p)) for m, p in listed}
     assert operations == listed | WITHOUT_REDIS
 
