@@ -39,7 +39,7 @@ from controller.policy.detection import DetectionSpec
 from controller.policy.jobs import JobSpec
 from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
-from controller.qos.plan import plan_port_qos
+from controller.qos.plan import plan_port_qos, unmatched_overrides
 from controller.store.switches import FlowRecord, PortReport, SwitchReport
 
 
@@ -155,9 +155,17 @@ def plan_switches(
     active_version: int | None,
     live: LiveState | None = None,
 ) -> PlanOut:
+    reports = list(reports)
+    ports = {port.name for report in reports for port in report.ports}
+    unmatched = unmatched_overrides(policy, ports) if reports else []
+    warnings = [
+        f"ports.overrides.{name}: no live switch has a port {name!r}; its rate applies to nothing"
+        for name in unmatched
+    ]
     return PlanOut(
         active_version=active_version,
         rule_entries=rule_entries(policy.rules),
         rule_entry_limit=MAX_POLICY_ENTRIES,
+        warnings=warnings,
         switches=[plan_report(policy, r, applied.get(r.dpid_hex), live) for r in reports],
     )

@@ -179,6 +179,10 @@ class PlanOut(BaseModel):
         description="Classification entries the rules expand to on each switch (at most)"
     )
     rule_entry_limit: int = Field(description="The most a policy may expand to (422 above it)")
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What is valid but likely a mistake: an override naming no live port",
+    )
     switches: list[SwitchPlanOut]
 
 

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from controller.auth.certs import Issued, issue, new_authority
 from controller.cli.render import out
+
+if TYPE_CHECKING:  # the cryptography library loads only for `certs init` itself
+    from controller.auth.certs import Issued
 
 app = typer.Typer(help="Certificates for HTTPS and OpenFlow over TLS.", no_args_is_help=True)
 
@@ -58,6 +60,8 @@ def init(
     except OSError as exc:
         out.print(f"[red]error:[/] cannot create {directory}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
+    from controller.auth.certs import issue, new_authority
+
     authority = new_authority()
     _write(directory, "ca", authority.issued)
     _write(

@@ -28,7 +28,6 @@ from controller.cli.remote import (
     when,
 )
 from controller.cli.render import out
-from controller.fabric.snapshot import describe_event
 
 POLL_INTERVAL_S = 0.5
 _PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
@@ -209,6 +208,8 @@ def _job_endpoints(endpoints: object) -> str:
 
 def event_summary(event: dict[str, Any]) -> str:
     """One line about an event; kinds this CLI does not know show their fields as key=value."""
+    from controller.fabric.snapshot import describe_event  # the fabric model: only here
+
     kind = event.get("kind")
     fabric = describe_event(str(kind), event)
     if fabric is not None:

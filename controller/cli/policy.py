@@ -265,6 +265,8 @@ def render_plan(body: dict[str, Any]) -> None:
             f" (limit {body['rule_entry_limit']})",
             highlight=False,
         )
+    for warning in body.get("warnings", []):
+        out.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if not switches:
         out.print("valid; no live switch, so nothing would change now")
         return

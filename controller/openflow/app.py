@@ -39,6 +39,7 @@ from controller.pipeline.desired import FabricInputs
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import OvsdbError
+from controller.qos.plan import unmatched_overrides
 
 LOG = logging.getLogger("flowlane.controller")
 
@@ -105,6 +106,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     def set_policy(self, policy: Policy, version: int | None = None) -> None:
         """Swap the active policy and bring every connected switch to it."""
         self.settings.active = ActivePolicy(policy, version)
+        self._warn_unmatched_overrides(policy)
         self.fabric.policy_changed()
         LOG.info(
             "policy version %s is active; applying to %d switch(es)",
@@ -112,6 +114,16 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             len(self._all_workers()),
         )
         self._request_sync(None, f"policy version {version}")
+
+    def _warn_unmatched_overrides(self, policy: Policy) -> None:
+        ports = {port.name for worker in self._all_workers() for port in worker.ports or []}
+        missing = unmatched_overrides(policy, ports) if ports else []
+        if missing:
+            LOG.warning(
+                "ports.overrides names %s, which no connected switch has: a typo, or a switch"
+                " not connected yet (its rate applies to nothing until one has the port)",
+                ", ".join(missing),
+            )
 
     def set_jobs(self, jobs: tuple[JobSpec, ...]) -> None:
         """New set of registered jobs: re-plan every switch (only job entries change)."""

@@ -5,6 +5,7 @@ Pure: the OVSDB and tc shells only carry out what this module decides.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from controller.policy.model import Policy
@@ -107,3 +108,10 @@ def tc_filters(qos: PortQos) -> tuple[TcFilter, ...]:
             for protocol in ("ip", "ipv6")
         )
     )
+
+
+def unmatched_overrides(policy: Policy, port_names: Iterable[str]) -> list[str]:
+    """Ports ``ports.overrides`` names that none of ``port_names`` is: a typo, or a port of
+    a switch that is not connected, whose rate then applies to nothing."""
+    known = set(port_names)
+    return sorted(name for name in policy.ports.overrides if name not in known)

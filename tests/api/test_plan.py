@@ -35,8 +35,20 @@ def test_no_live_switch_means_an_empty_plan(client: TestClient, document: dict[s
         "active_version": None,
         "rule_entries": entries,
         "rule_entry_limit": MAX_POLICY_ENTRIES,
+        "warnings": [],
         "switches": [],
     }
+
+
+def test_an_override_naming_no_live_port_is_warned_about(
+    client: TestClient, document: dict[str, Any], report_switch: Any
+) -> None:
+    report_switch(0x1)
+    document["ports"]["overrides"]["s9-eth9"] = "1Gbit"
+    body = plan(client, document)
+    assert body["warnings"] == [
+        "ports.overrides.s9-eth9: no live switch has a port 's9-eth9'; its rate applies to nothing"
+    ]
 
 
 def test_an_empty_switch_gets_every_flow_and_queue(

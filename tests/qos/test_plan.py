@@ -17,6 +17,7 @@ from controller.qos.plan import (
     plan_port_qos,
     port_rate,
     tc_filters,
+    unmatched_overrides,
 )
 
 G = 1_000_000_000
@@ -185,3 +186,15 @@ def test_tc_classids_are_hexadecimal() -> None:
         for protocol in ("ip", "ipv6"):
             assert by_dscp[(protocol, queue.dscp)] == f"1:{queue.queue_id + 1:x}"
     assert [htb_classid(q) for q in (0, 9, 10, 15, 255)] == ["1:1", "1:a", "1:b", "1:10", "1:100"]
+
+
+def test_overrides_naming_no_known_port_are_listed() -> None:
+    policy = parse_policy(
+        {
+            "classes": {"a": {"priority": 0, "dscp": 1, "min_rate": "10%"}},
+            "default_class": "a",
+            "ports": {"overrides": {"s1-eth1": "1Gbit", "s1-eht2": "1Gbit", "s2-eth1": "1Gbit"}},
+        }
+    )
+    assert unmatched_overrides(policy, ["s1-eth1", "s1-eth2", "s2-eth1"]) == ["s1-eht2"]
+    assert unmatched_overrides(policy, []) == ["s1-eht2", "s1-eth1", "s2-eth1"]
