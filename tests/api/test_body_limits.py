@@ -142,7 +142,8 @@ def test_hostile_bodies_leave_the_api_responsive_and_its_memory_as_it_was(
     redis_client: redis.Redis, redis_url: str, unused_port: int
 ) -> None:
     """Four concurrent 43 MB bodies (two with a length, two chunked) against the real
-    process: all refused with 413, /healthz answers within 100 ms throughout, and the
+    process: all refused with 413, /healthz answers within 0.5 s throughout (it stalled
+    for 6 s before the limit), and the
     resident memory is back near its baseline."""
     _, secret = TokenStore(redis_client).create("hostile", Role.admin)
     base = f"http://127.0.0.1:{unused_port}"
@@ -193,7 +194,9 @@ def test_hostile_bodies_leave_the_api_responsive_and_its_memory_as_it_was(
                 o in ("413", "WriteError", "RemoteProtocolError", "ReadError") for o in outcomes
             ), outcomes
             assert outcomes.count("413") >= 2, outcomes
-            assert slowest < 0.1
+            # Before the limit, /healthz stalled for 6 s; 0.5 s catches that with room
+            # for four sender processes competing for two cores.
+            assert slowest < 0.5, slowest
             assert peak - baseline < 64 * 1024, (baseline, peak)
             refused = [
                 e.to_dict()["status"]
