@@ -18,6 +18,7 @@ from starlette.concurrency import run_in_threadpool
 from controller.api.audit import AuditMiddleware
 from controller.api.auth import authorize
 from controller.api.bootstrap import bootstrap_admin
+from controller.api.docs import install_docs
 from controller.api.errors import install_error_handlers
 from controller.api.guards import GuardMiddleware
 from controller.api.limits import BodyLimitMiddleware
@@ -94,6 +95,8 @@ def create_app(settings: ApiSettings) -> FastAPI:
         version="1",
         description=DESCRIPTION,
         lifespan=lifespan,
+        docs_url=None,  # served from the package by install_docs, not from a CDN
+        redoc_url=None,
         openapi_tags=[
             {"name": "policy", "description": "The versioned policy document"},
             {"name": "switches", "description": "Switches as their controllers report them"},
@@ -126,4 +129,5 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(tokens.router)
     app.include_router(metrics.router)
     install_openapi(app, body_models=[RollbackIn])
+    install_docs(app)
     return app

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from controller.cli.credentials import ApiCallError
 from controller.cli.flows import POLL_INTERVAL_S, follow_stream
 from controller.cli.remote import (
     DEFAULT_API,
-    ApiCallError,
     ApiClient,
     ApiOption,
     JsonOption,

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from controller.cli.credentials import ApiCallError
 from controller.cli.flows import human_age, human_rate
 from controller.cli.remote import (
     DEFAULT_API,
-    ApiCallError,
     ApiClient,
     ApiOption,
     JsonOption,

@@ -17,9 +17,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from controller.cli.credentials import ApiCallError
 from controller.cli.remote import (
     DEFAULT_API,
-    ApiCallError,
     ApiClient,
     ApiOption,
     JsonOption,

@@ -1,32 +1,84 @@
-"""The ``flowlane`` command."""
+"""The ``flowlane`` command.
+
+Each subcommand's module is imported only when that subcommand runs (or when the
+help lists them all): the API client, Redis, the planner and the scenario runner
+cost more to import than most commands take to run, and a ``flowlane policy show``
+should answer in a fraction of a second.
+"""
 
 from __future__ import annotations
 
-from importlib import metadata
+import importlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+from typer.core import TyperGroup
 
 from controller.auth.files import TOKEN_ENV, TOKEN_FILE_ENV
-from controller.cli import access, certs, jobs, policy, scenario
-from controller.cli.api import api
-from controller.cli.controller import controller
-from controller.cli.fabric import paths, topology
-from controller.cli.flows import events, flows
-from controller.cli.remote import CREDENTIALS, switches
-from controller.cli.top import top
-from controller.cli.up import up
+from controller.cli.credentials import CREDENTIALS
+
+if TYPE_CHECKING:  # typer 0.29 carries its own click; only the type checker needs its names
+    from typer._click.core import Command, Context
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "policy": ("controller.cli.policy", "app"),
+    "token": ("controller.cli.access", "token_app"),
+    "jobs": ("controller.cli.jobs", "app"),
+    "scenario": ("controller.cli.scenario", "app"),
+    "certs": ("controller.cli.certs", "app"),
+    "controller": ("controller.cli.controller", "controller"),
+    "api": ("controller.cli.api", "api"),
+    "switches": ("controller.cli.remote", "switches"),
+    "flows": ("controller.cli.flows", "flows"),
+    "events": ("controller.cli.flows", "events"),
+    "topology": ("controller.cli.fabric", "topology"),
+    "paths": ("controller.cli.fabric", "paths"),
+    "up": ("controller.cli.up", "up"),
+    "top": ("controller.cli.top", "top"),
+    "audit": ("controller.cli.access", "audit"),
+}
+"""Subcommand name → (module, attribute): a ``typer.Typer`` group or a command function."""
+
+
+def load_command(name: str) -> Command:
+    """The click command behind ``name``, its module imported now."""
+    module, attribute = COMMANDS[name]
+    target = getattr(importlib.import_module(module), attribute)
+    if isinstance(target, typer.Typer):
+        command: Command = typer.main.get_group(target)
+    else:
+        single = typer.Typer()
+        single.command(name=name)(target)
+        command = typer.main.get_command(single)
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The top-level group: subcommands listed by name, built on first use."""
+
+    def list_commands(self, ctx: Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: Context, cmd_name: str) -> Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        return load_command(cmd_name)
+
 
 app = typer.Typer(
     help="flowlane: training and inference traffic classes on Open vSwitch.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=LazyGroup,
 )
 
 
 def _print_version(value: bool) -> None:
     if value:
+        from importlib import metadata
+
         try:
             version = metadata.version("flowlane")
         except metadata.PackageNotFoundError:  # run from a checkout that was never installed
@@ -76,20 +128,3 @@ def main(
     CREDENTIALS.ca_file = ca_file
     CREDENTIALS.client_cert = client_cert
     CREDENTIALS.client_key = client_key
-
-
-app.add_typer(policy.app, name="policy")
-app.add_typer(access.token_app, name="token")
-app.add_typer(jobs.app, name="jobs")
-app.add_typer(scenario.app, name="scenario")
-app.add_typer(certs.app, name="certs")
-app.command()(controller)
-app.command()(api)
-app.command()(switches)
-app.command()(flows)
-app.command()(events)
-app.command()(topology)
-app.command()(paths)
-app.command()(up)
-app.command()(top)
-app.command()(access.audit)

@@ -16,10 +16,9 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from controller.cli.credentials import EXIT_NOT_APPLIED, ApiCallError
 from controller.cli.remote import (
     DEFAULT_API,
-    EXIT_NOT_APPLIED,
-    ApiCallError,
     ApiClient,
     ApiOption,
     JsonOption,
@@ -30,11 +29,8 @@ from controller.cli.remote import (
     when,
 )
 from controller.cli.render import err, out, print_policy_error
-from controller.pipeline.planner import plan_switch
 from controller.policy.errors import PolicyError
-from controller.policy.load import default_policy_path, load_policy_file, read_document_file
 from controller.policy.units import format_rate
-from controller.qos.plan import plan_port_qos
 
 app = typer.Typer(
     help="Validate policy files; show, apply, plan and roll back the policy through the API.",
@@ -60,12 +56,20 @@ TimeoutOption = Annotated[
 @app.command()
 def default() -> None:
     """Print the shipped default policy (commented YAML), e.g. to start a policy file from."""
+    from controller.policy.load import default_policy_path
+
     sys.stdout.write(default_policy_path().read_text(encoding="utf-8"))
 
 
 @app.command()
 def validate(file: FileArgument) -> None:
     """Check a policy file; print every error with its field path, exit 1 if any."""
+    # The model, planner and queue planner load here, not at import: most policy
+    # commands only talk to the API and should not pay for them.
+    from controller.pipeline.planner import plan_switch
+    from controller.policy.load import load_policy_file
+    from controller.qos.plan import plan_port_qos
+
     try:
         policy = load_policy_file(file)
     except PolicyError as exc:
@@ -100,6 +104,8 @@ def validate(file: FileArgument) -> None:
 
 def read_document(path: Path) -> object:
     """The YAML document in ``path``, unvalidated; file and YAML problems as ``PolicyError``."""
+    from controller.policy.load import read_document_file
+
     return read_document_file(path)
 
 

@@ -19,12 +19,9 @@ the API writes its first admin token to: ``~/.config/flowlane/token``).
 from __future__ import annotations
 
 import json
-import os
-import ssl
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -32,7 +29,15 @@ import httpx
 import typer
 from rich.table import Table
 
-from controller.auth.files import TOKEN_ENV, default_token_file, read_token_file
+from controller.auth.files import TOKEN_ENV
+from controller.cli.credentials import (
+    CREDENTIALS,
+    EXIT_DENIED,
+    EXIT_NOT_APPLIED,
+    EXIT_REJECTED,
+    EXIT_UNAVAILABLE,
+    ApiCallError,
+)
 from controller.cli.render import err, out, print_policy_error
 from controller.policy.errors import FieldError, PolicyError
 from controller.policy.units import format_rate
@@ -42,47 +47,6 @@ REQUEST_TIMEOUT_S = 10.0
 WAIT_MARGIN_S = 10.0
 """Extra HTTP read time on top of a ``?wait=applied`` timeout: the server answers 504 first."""
 
-EXIT_REJECTED = 1
-EXIT_UNAVAILABLE = 3
-EXIT_NOT_APPLIED = 4
-EXIT_DENIED = 5
-
-
-@dataclass
-class Credentials:
-    """Where the CLI's token comes from; set once by the ``flowlane`` callback."""
-
-    token: str | None = None
-    token_file: Path | None = None
-    ca_file: Path | None = None
-    client_cert: Path | None = None
-    client_key: Path | None = None
-
-    def verify(self) -> ssl.SSLContext | bool:
-        """How to check an https:// API: the system's CAs, or ``ca_file``; with a client
-        certificate when one is given."""
-        if self.ca_file is None and self.client_cert is None:
-            return True
-        try:
-            context = ssl.create_default_context(cafile=str(self.ca_file) if self.ca_file else None)
-            if self.client_cert is not None and self.client_key is not None:
-                context.load_cert_chain(self.client_cert, self.client_key)
-        except (OSError, ssl.SSLError) as exc:
-            raise ApiCallError(f"cannot load the TLS files: {exc}", EXIT_UNAVAILABLE) from None
-        return context
-
-    def resolve(self) -> str | None:
-        if self.token:
-            return self.token
-        if os.environ.get(TOKEN_ENV):
-            return os.environ[TOKEN_ENV]
-        return read_token_file(self.file())
-
-    def file(self) -> Path:
-        return self.token_file or default_token_file(os.environ, Path.home())
-
-
-CREDENTIALS = Credentials()
 
 ApiOption = Annotated[
     str,
@@ -91,20 +55,6 @@ ApiOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the API's JSON, not tables")]
-
-
-@dataclass
-class ApiCallError(Exception):
-    """A request that did not succeed, described for an operator."""
-
-    message: str
-    exit_code: int = EXIT_REJECTED
-    status: int | None = None
-    body: Any = None
-    errors: list[FieldError] = field(default_factory=list)
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def _body(response: httpx.Response) -> Any:

@@ -19,10 +19,10 @@ from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
+from controller.cli.credentials import ApiCallError
 from controller.cli.flows import five_tuple, human_bytes, human_rate
 from controller.cli.remote import (
     DEFAULT_API,
-    ApiCallError,
     ApiClient,
     ApiOption,
     JsonOption,

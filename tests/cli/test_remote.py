@@ -7,11 +7,13 @@ from typing import Any
 import httpx
 import pytest
 
-from controller.cli.remote import (
+from controller.cli.credentials import (
     EXIT_NOT_APPLIED,
     EXIT_REJECTED,
     EXIT_UNAVAILABLE,
     ApiCallError,
+)
+from controller.cli.remote import (
     ApiClient,
     WriteOptions,
     failure_of,
