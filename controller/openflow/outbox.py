@@ -11,6 +11,10 @@ Two kinds of writes, because they fail differently:
   flow view, the fabric snapshot): only the latest per key matters, so a new
   one replaces a pending one, and one that Redis could not take is kept and
   retried until a newer one replaces it. Nothing is lost, nothing piles up.
+  An *urgent* keyed write (a switch's applied version: what a client waiting
+  on ``?wait=applied`` polls) goes ahead of every other pending write, and
+  keyed writes go one at a time, so an urgent one waits for at most the
+  write in flight, never for ten switches' reports.
 - *Ordered* writes are events (reclassifications, fabric events): each one
   counts, in order. They are kept across an outage up to ``max_ordered``;
   past that the oldest are dropped, counted and logged, so an outage of any
@@ -60,6 +64,7 @@ class Outbox:
         self._name = name
         self._cond = threading.Condition()
         self._keyed: dict[Hashable, tuple[str, Write]] = {}
+        self._urgent: dict[Hashable, tuple[str, Write]] = {}
         self._ordered: deque[tuple[str, Write]] = deque()
         self._busy = False
         self._stopping = False
@@ -69,11 +74,15 @@ class Outbox:
 
     # ---- producers (any thread; never block on Redis) -----------------------------------
 
-    def put(self, key: Hashable, what: str, write: Write) -> None:
-        """Deliver ``write`` soon; it replaces a pending write with the same key."""
+    def put(self, key: Hashable, what: str, write: Write, *, urgent: bool = False) -> None:
+        """Deliver ``write`` soon; it replaces a pending write with the same key.
+
+        ``urgent``: before every pending write that is not (a key is either
+        always urgent or never)."""
+        lane = self._urgent if urgent else self._keyed
         with self._cond:
-            self._keyed.pop(key, None)  # the newest goes last: states are written in order
-            self._keyed[key] = (what, write)
+            lane.pop(key, None)  # the newest goes last: states are written in order
+            lane[key] = (what, write)
             self._wake()
 
     def append(self, what: str, write: Write) -> None:
@@ -86,7 +95,9 @@ class Outbox:
     @property
     def pending(self) -> int:
         with self._cond:
-            return len(self._keyed) + len(self._ordered) + (1 if self._busy else 0)
+            return (
+                len(self._urgent) + len(self._keyed) + len(self._ordered) + (1 if self._busy else 0)
+            )
 
     @property
     def dropped(self) -> int:
@@ -98,7 +109,7 @@ class Outbox:
         """Wait until everything handed over so far is written; False on timeout."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._keyed or self._ordered or self._busy:
+            while self._urgent or self._keyed or self._ordered or self._busy:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._thread is None:
                     return False
@@ -111,7 +122,7 @@ class Outbox:
             self.flush(timeout_s)
         with self._cond:
             self._stopping = True
-            left = len(self._keyed) + len(self._ordered)
+            left = len(self._urgent) + len(self._keyed) + len(self._ordered)
             self._cond.notify_all()
         if left:
             LOG.warning("%d store write(s) not delivered at exit", left)
@@ -140,19 +151,32 @@ class Outbox:
         delay = self._retry_s
         while True:
             with self._cond:
-                while not self._stopping and not (self._keyed or self._ordered):
+                while not self._stopping and not (self._urgent or self._keyed or self._ordered):
                     self._cond.wait()
                 if self._stopping:
                     return
-                keyed, self._keyed = self._keyed, {}
-                ordered = list(self._ordered)
-                self._ordered.clear()
+                ordered: list[tuple[str, Write]] = []
+                if self._urgent:
+                    lane = self._urgent
+                    keyed, self._urgent = self._urgent, {}
+                elif self._keyed:
+                    lane = self._keyed
+                    oldest = next(iter(self._keyed))
+                    keyed = {oldest: self._keyed.pop(oldest)}
+                else:
+                    lane, keyed = self._keyed, {}
+                    ordered = list(self._ordered)
+                    self._ordered.clear()
                 self._busy = True
             kept_keyed, kept_ordered, error = _deliver(keyed, ordered)
             with self._cond:
                 self._busy = False
-                for key, item in kept_keyed.items():
-                    self._keyed.setdefault(key, item)  # a newer write of the key wins
+                if kept_keyed:
+                    # Back in front, in their order; a newer write of a key wins.
+                    merged = {k: lane.get(k, v) for k, v in kept_keyed.items()}
+                    merged.update((k, v) for k, v in lane.items() if k not in merged)
+                    lane.clear()
+                    lane.update(merged)
                 self._ordered.extendleft(reversed(kept_ordered))
                 self._trim()
                 self._cond.notify_all()
@@ -164,7 +188,7 @@ class Outbox:
                 if not self._failing:
                     LOG.warning(
                         "store writes held (%d pending): %s; retrying",
-                        len(self._keyed) + len(self._ordered),
+                        len(self._urgent) + len(self._keyed) + len(self._ordered),
                         error,
                     )
                 self._failing = True

@@ -145,7 +145,7 @@ class RedisLink:
         self._check_s = check_s
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
-        self._latest: dict[int, SwitchReport] = {}
+        self._latest: dict[int, SyncReport] = {}
         self._outbox = Outbox()
         """The last report of every connected switch: re-sent whenever Redis comes back,
         since a Redis that restarted may have lost them and the app only reports changes."""
@@ -439,12 +439,18 @@ class RedisLink:
 
     def switch_synced(self, report: SyncReport) -> None:
         dpid, version = report.dpid, report.policy_version
+        # The report first: it also carries the applied version, so an older report
+        # still in flight is written before this urgent version, never after it.
+        self._send(dpid, report)
         self._outbox.put(
             ("applied", dpid),
             f"applied version of switch {dpid:016x}",
             lambda: self.switches.set_applied(dpid, version, self.controller_id),
+            urgent=True,
         )
-        self._send(dpid, switch_report(report, self.controller_id))
+
+    def _write_report(self, report: SyncReport) -> None:
+        self.switches.report(switch_report(report, self.controller_id))
 
     def switch_gone(self, dpid: int) -> None:
         self._send(dpid, None)
@@ -533,7 +539,7 @@ class RedisLink:
             "switch-refused event", partial(self.events.append, "switch-refused", data)
         )
 
-    def _send(self, dpid: int, report: SwitchReport | None) -> None:
+    def _send(self, dpid: int, report: SyncReport | None) -> None:
         """Queue the switch's report; the latest is kept to re-send to a Redis that lost it."""
         with self._lock:
             if report is None:
@@ -542,10 +548,12 @@ class RedisLink:
                 self._latest[dpid] = report
         self._put_report(dpid, report)
 
-    def _put_report(self, dpid: int, report: SwitchReport | None) -> None:
+    def _put_report(self, dpid: int, report: SyncReport | None) -> None:
+        # Built on the writer thread: a report carries every flow, and the worker that
+        # hands it over has the next switch change to get to.
         write = (
             partial(self.switches.remove, dpid)
             if report is None
-            else partial(self.switches.report, report)
+            else partial(self._write_report, report)
         )
         self._outbox.put(("report", dpid), f"report of switch {dpid:016x}", write)

@@ -194,6 +194,8 @@ class FlowEntry:
     owner: Owner
     cookie: int = field(init=False, repr=False, compare=False)
     """Computed once: the diff and the reports read it for every entry of every plan."""
+    key: FlowKey = field(init=False, repr=False, compare=False)
+    """(table, priority, match), also computed once: the diff hashes it for every entry."""
 
     def __post_init__(self) -> None:
         digest = hashlib.blake2b(
@@ -202,10 +204,7 @@ class FlowEntry:
         ).digest()
         cookie = (COOKIE_TAG << 56) | (int(self.owner) << 48) | int.from_bytes(digest, "big")
         object.__setattr__(self, "cookie", cookie)
-
-    @property
-    def key(self) -> FlowKey:
-        return FlowKey(self.table_id, self.priority, self.match)
+        object.__setattr__(self, "key", FlowKey(self.table_id, self.priority, self.match))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -215,6 +214,14 @@ class FlowKey:
     table_id: int
     priority: int
     match: Match
+    _hash: int = field(init=False, repr=False, compare=False)
+    """A match hashes all its fields; the diff hashes each key several times per sync."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.table_id, self.priority, self.match)))
+
+    def __hash__(self) -> int:
+        return self._hash
 
 
 @dataclass(frozen=True, slots=True)

@@ -150,3 +150,48 @@ def test_settings_are_checked() -> None:
         Outbox(retry_s=0)
     with pytest.raises(ValueError, match="max_ordered"):
         Outbox(max_ordered=0)
+
+
+def test_an_urgent_state_waits_only_for_the_write_in_flight(
+    store: FakeStore, outbox: Outbox
+) -> None:
+    """Ten switches' reports are pending; the applied version written next jumps them."""
+    store.gate.clear()
+    outbox.put("first", "blocker", store.writer("blocker"))
+    time.sleep(0.05)  # the writer is now inside the blocking write
+    for n in range(10):
+        outbox.put(("report", n), "report", store.writer(f"report-{n}"))
+    outbox.append("event", store.writer("event"))
+    outbox.put(("applied", 3), "applied", store.writer("applied-3-old"), urgent=True)
+    outbox.put(("applied", 3), "applied", store.writer("applied-3"), urgent=True)
+    outbox.put(("applied", 7), "applied", store.writer("applied-7"), urgent=True)
+    store.gate.set()
+    assert outbox.flush(5)
+    assert store.written[:3] == ["blocker", "applied-3", "applied-7"]
+    assert store.written[3:] == [*(f"report-{n}" for n in range(10)), "event"]
+
+
+def test_an_urgent_state_arriving_mid_batch_goes_before_the_rest(
+    store: FakeStore, outbox: Outbox
+) -> None:
+    store.gate.clear()
+    for n in range(5):
+        outbox.put(("report", n), "report", store.writer(f"report-{n}"))
+    time.sleep(0.05)  # the writer holds report-0
+    outbox.put(("applied", 1), "applied", store.writer("applied-1"), urgent=True)
+    store.gate.set()
+    assert outbox.flush(5)
+    assert store.written == ["report-0", "applied-1", *(f"report-{n}" for n in range(1, 5))]
+
+
+def test_an_urgent_state_held_by_an_outage_is_retried_first(
+    store: FakeStore, outbox: Outbox
+) -> None:
+    store.down = True
+    outbox.put(("report", 1), "report", store.writer("report-1"))
+    outbox.put(("applied", 1), "applied", store.writer("applied-1"), urgent=True)
+    time.sleep(0.1)  # a few failed attempts
+    outbox.put(("applied", 1), "applied", store.writer("applied-1-newer"), urgent=True)
+    store.down = False
+    assert outbox.flush(5)
+    assert store.written == ["applied-1-newer", "report-1"]
