@@ -114,6 +114,7 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
             "max": round(max(latencies), 2),
             "mean": round(statistics.fmean(latencies), 2),
         },
+        "all_ms": [round(latency, 2) for latency in latencies],
     }
 
 

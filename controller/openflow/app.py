@@ -28,6 +28,7 @@ from os_ken.ofproto import ofproto_v1_3
 
 from controller.classify.records import ObservedFlow
 from controller.openflow import messages
+from controller.openflow.audit import audit_step_s, next_in_turn
 from controller.openflow.channel import Channel
 from controller.openflow.fabric import FabricShell
 from controller.openflow.flowstats import RawFlowStats, deferred_body
@@ -146,9 +147,18 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             worker.request_sync(reason, fresh)
 
     def _audit_loop(self) -> None:
-        """Every switch re-read and repaired; a request each, so a stuck switch stalls none."""
-        while not self._stopping.wait(self.settings.audit_interval_s):
-            self._request_sync(None, "audit", fresh=True)
+        """Every switch re-read and repaired once per interval, one at a time (see
+        ``audit``); a request each, so a stuck switch stalls none."""
+        last: int | None = None
+        while True:
+            step = audit_step_s(self.settings.audit_interval_s, len(self._all_workers()))
+            if self._stopping.wait(step):
+                return
+            with self._workers_lock:
+                last = next_in_turn(self._workers, last)
+                worker = self._workers.get(last) if last is not None else None
+            if worker is not None:
+                worker.request_sync("audit", fresh=True)
 
     # ---- what workers ask of the controller (SwitchContext) ----------------------------
 
