@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.table import Table
 
 BASE_PORT = 10_000
+TARGET_P99_MS = 50.0
 
 
 def policy_document(rules: int, flipped: int | None = None) -> dict[str, Any]:
@@ -71,18 +72,17 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
         harness.stack(initial, workdir / "stack.log", ofp_port) as stack,
         harness.network(LinearTopo(k=switches, n=1), ofp_port),
     ):
-        harness.wait_for(
-            f"{switches} switches to report",
-            lambda: (
-                len(
-                    httpx.get(f"{stack.api}/v1/switches", timeout=5, headers=stack.headers).json()[
-                        "switches"
-                    ]
-                )
-                == switches
-            ),
-            60,
-        )
+
+        def provisioned() -> bool:
+            # Every switch reported, with its queues on every port: set-up is over, and a
+            # change is measured against a controller in its steady state.
+            reports = httpx.get(f"{stack.api}/v1/switches", timeout=5, headers=stack.headers)
+            found = reports.json()["switches"]
+            return len(found) == switches and all(
+                port["queues"] for switch in found for port in switch["ports"]
+            )
+
+        harness.wait_for(f"{switches} switches to report their queues", provisioned, 60)
         # One client for every change, as an orchestrator keeps one: a new httpx client
         # per request would add its own set-up (about 30 ms: the CA bundle, a connection)
         # to what is measured.
@@ -142,8 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     console = Console(width=110)
     console.print(table)
-    verdict = "met" if latency["p99"] <= 100 else "MISSED"
-    console.print(f"target: p99 <= 100 ms: {latency['p99']:.1f} ms ({verdict})")
+    verdict = "met" if latency["p99"] <= TARGET_P99_MS else "MISSED"
+    console.print(f"target: p99 <= {TARGET_P99_MS:g} ms: {latency['p99']:.1f} ms ({verdict})")
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
     return 0

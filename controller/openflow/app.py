@@ -14,15 +14,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any, ClassVar
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import (
-    CONFIG_DISPATCHER,
     DEAD_DISPATCHER,
     MAIN_DISPATCHER,
-    set_ev_cls,
 )
 from os_ken.ofproto import ofproto_v1_3
 
@@ -31,7 +29,9 @@ from controller.openflow import messages
 from controller.openflow.audit import audit_step_s, next_in_turn
 from controller.openflow.channel import Channel
 from controller.openflow.fabric import FabricShell
-from controller.openflow.flowstats import RawFlowStats, deferred_body
+from controller.openflow.flowstats import RawFlowStats
+from controller.openflow.handlers import on_event
+from controller.openflow.inline_replies import InlineReplies
 from controller.openflow.observer import PortState
 from controller.openflow.replies import ReplyWaiter
 from controller.openflow.settings import ActivePolicy, ControllerSettings
@@ -47,13 +47,6 @@ LOG = logging.getLogger("flowlane.controller")
 PROBE_S = 1.0
 """How long a served connection has to answer when another claims its datapath id."""
 
-_Handler = TypeVar("_Handler", bound=Callable[..., None])
-
-
-def _on(event: Any, dispatchers: Any) -> Callable[[_Handler], _Handler]:
-    """os-ken's ``set_ev_cls`` with a type, so mypy keeps checking the handlers."""
-    return cast(Callable[[_Handler], _Handler], set_ev_cls(event, dispatchers))
-
 
 class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     OFP_VERSIONS: ClassVar[list[int]] = [ofproto_v1_3.OFP_VERSION]
@@ -67,6 +60,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._replies = ReplyWaiter()
         self._raw_flow_stats = RawFlowStats()
         self._raw_flow_stats.install()
+        self._inline = InlineReplies(self._replies, lambda dp: self._served(dp) is not None)
         self._gc_lock = threading.Lock()
         self._stopping = threading.Event()
         self.fabric = FabricShell(settings, self._packet_out, self._request_sync)
@@ -75,6 +69,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
     # ---- life cycle -------------------------------------------------------
 
     def start(self) -> Any:
+        self._inline.attach()
         thread = super().start()
         self._spawn(self._audit_loop, "audit")
         # Rows of ports deleted while no controller ran (or before a crash).
@@ -96,6 +91,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self.fabric.stop(max(0.0, deadline - time.monotonic()))
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self._inline.detach()
         super().stop()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -176,7 +172,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     # ---- events -------------------------------------------------------------
 
-    @_on(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
+    @on_event(ofp_event.EventOFPStateChange, [MAIN_DISPATCHER, DEAD_DISPATCHER])
     def _state_change(self, ev: Any) -> None:
         datapath = ev.datapath
         if datapath.id is None:
@@ -262,7 +258,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             worker = self._workers.get(datapath.id)
         return worker if worker is not None and worker.channel.datapath is datapath else None
 
-    @_on(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
+    @on_event(ofp_event.EventOFPPortStatus, MAIN_DISPATCHER)
     def _port_status(self, ev: Any) -> None:
         msg = ev.msg
         datapath = msg.datapath
@@ -281,7 +277,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         if deleted:
             self._spawn(self._collect_qos_garbage, "qos-gc")
 
-    @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+    @on_event(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
         msg = ev.msg
         if not self.fabric.enabled or self._served(msg.datapath) is None:
@@ -299,40 +295,6 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         datapath = worker.channel.datapath
         worker.channel.send(messages.packet_out(datapath, ports, data))
-
-    @_on(
-        [
-            ofp_event.EventOFPFlowStatsReply,
-            ofp_event.EventOFPPortDescStatsReply,
-            ofp_event.EventOFPQueueStatsReply,
-            ofp_event.EventOFPPortStatsReply,
-            ofp_event.EventOFPGroupDescStatsReply,
-            ofp_event.EventOFPMeterConfigStatsReply,
-        ],
-        MAIN_DISPATCHER,
-    )
-    def _multipart_reply(self, ev: Any) -> None:
-        msg = ev.msg
-        if self._served(msg.datapath) is None:
-            return
-        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        raw = deferred_body(msg)
-        self._replies.part(msg.datapath.id, msg.xid, msg.body if raw is None else [raw], more)
-
-    @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
-    def _barrier_reply(self, ev: Any) -> None:
-        if self._served(ev.msg.datapath) is None:
-            return
-        self._replies.part(ev.msg.datapath.id, ev.msg.xid, [], False)
-
-    @_on(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
-    def _error(self, ev: Any) -> None:
-        msg = ev.msg
-        reason = f"switch error type={msg.type} code={msg.code} for xid {msg.xid:#x}"
-        # Only the served connection's errors can fail a request; a twin's are just logged.
-        served = self._served(msg.datapath) is not None
-        if not served or not self._replies.fail(msg.datapath.id, msg.xid, reason):
-            LOG.error("switch %016x: %s", msg.datapath.id, reason)
 
     # ---- queues of deleted ports ---------------------------------------------------
 

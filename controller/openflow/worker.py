@@ -38,7 +38,7 @@ from controller.openflow.stats import FlowCounters, class_counters
 from controller.pipeline import tables
 from controller.pipeline.desired import DesiredState, FabricInputs, desired_state
 from controller.pipeline.diff import FlowDiff, diff_flows
-from controller.pipeline.flows import InstalledFlow
+from controller.pipeline.flows import FlowEntry, InstalledFlow
 from controller.pipeline.groups import GroupDiff, GroupEntry, GroupType, MeterEntry, diff_groups
 from controller.pipeline.tables import TABLE_NAMES
 from controller.policy.detection import DetectionSpec
@@ -83,7 +83,8 @@ class SwitchContext(Protocol):
 class _Installed:
     """What the switch holds as of the last confirmed sync (barrier passed)."""
 
-    flows: list[InstalledFlow]
+    flows: Sequence[InstalledFlow | FlowEntry]
+    """As read back, or the confirmed plan's own entries (their key and cookie are the same)."""
     groups: dict[int, GroupEntry]
     meters: dict[int, MeterEntry]
 
@@ -328,7 +329,7 @@ class SwitchWorker:
             self._installed = None  # unknown until the barrier confirms
             self._send(flow_diff, group_diff, meter_changes, installed.meters)
         self._installed = _Installed(
-            [InstalledFlow(flow.key, flow.cookie) for flow in want.flows],
+            want.flows,
             {group.group_id: group for group in want.groups},
             {**installed.meters, **{meter.meter_id: meter for meter in want.meters}},
         )

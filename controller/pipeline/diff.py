@@ -25,7 +25,9 @@ class FlowDiff:
         return not self.add and not self.delete and not self.delete_by_cookie
 
 
-def diff_flows(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry]) -> FlowDiff:
+def diff_flows(
+    installed: Iterable[InstalledFlow | FlowEntry], planned: Iterable[FlowEntry]
+) -> FlowDiff:
     """Compare by key (table, priority, match); equal cookies mean equal content.
 
     Entries someone else installed are deleted too: the plan owns the whole

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import ClassVar
 
 OFPP_NORMAL = 0xFFFFFFFA
 OFPP_CONTROLLER = 0xFFFFFFFD
@@ -196,6 +197,9 @@ class FlowEntry:
     """Computed once: the diff and the reports read it for every entry of every plan."""
     key: FlowKey = field(init=False, repr=False, compare=False)
     """(table, priority, match), also computed once: the diff hashes it for every entry."""
+    opaque: ClassVar[bool] = False
+    """A planned entry is one flowlane encodes, so it can stand for itself as installed
+    (``InstalledFlow``) once a barrier confirms it, without a copy per entry."""
 
     def __post_init__(self) -> None:
         digest = hashlib.blake2b(
