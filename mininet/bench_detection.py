@@ -307,8 +307,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         problems = ctl.problems()
     demotions = DEMOTION.findall(log)
     demoted_ports = {int(dport) for _, _, dport in demotions}
-    # An elephant never marked within the sink's timeout counts as infinitely late.
-    latencies = sorted(math.inf if e["latency_s"] is None else e["latency_s"] for e in elephants)
+    # The latency runs from the moment a flow met the criterion, so it is taken over the
+    # elephants whose bytes reached the sink's threshold; one of those never marked within
+    # the sink's timeout counts as infinitely late.  An elephant the data plane never
+    # delivered that many bytes of (a saturated datapath drops it) is counted apart.
+    crossed = [e for e in elephants if e["crossed_after_s"] is not None]
+    latencies = sorted(math.inf if e["latency_s"] is None else e["latency_s"] for e in crossed)
     detected = sum(1 for value in latencies if value < math.inf)
     short = json.loads(mice_out)
     result: dict[str, Any] = {
@@ -318,6 +322,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "threshold_bytes": args.threshold,
         "elephant_rate_bps": args.rate,
         "elephants": args.elephants,
+        "crossed": len(crossed),
         "detected": detected,
         "latency_s": {
             "p50": _finite(statistics.median_low(latencies)) if latencies else None,
@@ -404,6 +409,7 @@ def _print(result: dict[str, Any]) -> None:
     )
     for column in (
         "elephants",
+        "met criterion",
         "detected",
         "p50 s",
         "p95 s",
@@ -420,6 +426,7 @@ def _print(result: dict[str, Any]) -> None:
 
     table.add_row(
         str(result["elephants"]),
+        str(result["crossed"]),
         str(result["detected"]),
         seconds(latency["p50"]),
         seconds(latency["p95"]),
@@ -432,7 +439,11 @@ def _print(result: dict[str, Any]) -> None:
     console = Console(width=120)
     console.print(table)
     p95 = latency["p95"]
-    met = p95 is not None and p95 <= 0.25 and result["detected"] == result["elephants"]
+    met = (
+        p95 is not None
+        and p95 <= 0.25
+        and result["detected"] == result["crossed"] == result["elephants"]
+    )
     console.print(
         f"targets: p95 <= 250 ms after the criterion: {seconds(p95)} s"
         f" ({'met' if met else 'MISSED'});"
