@@ -80,20 +80,30 @@ class Channel:
         return True
 
     def batch(self, msgs: Sequence[Any]) -> None:
-        """Send in order, then a barrier; raise if the switch rejected any of them.
+        """Send in order, then a barrier, as one write; raise if the switch rejected any.
 
         OpenFlow answers in order, so every error for the batch has arrived
-        when the barrier reply does.
+        when the barrier reply does.  One write rather than one per message:
+        each message os-ken queues is a hand-off to the connection's send
+        thread, and on a busy interpreter each hand-off waits its turn.
         """
         sent: list[int] = []
+        wire: list[bytes] = []
         for msg in msgs:
             xid = assign_xid(self.datapath, msg)
             self._replies.expect(self.dpid, xid)
             sent.append(xid)
-            self.datapath.send_msg(msg)
+            msg.serialize()
+            wire.append(bytes(msg.buf))
         barrier = self.datapath.ofproto_parser.OFPBarrierRequest(self.datapath)
+        barrier_xid = assign_xid(self.datapath, barrier)
+        barrier.serialize()
+        wire.append(bytes(barrier.buf))
+        self._replies.expect(self.dpid, barrier_xid)
         try:
-            self.request(barrier)
+            if not self.datapath.send(b"".join(wire)):
+                self._replies.fail(self.dpid, barrier_xid, "switch connection is closed")
+            self._replies.wait(self.dpid, barrier_xid, self._timeout_s)
         finally:
             errors = self._replies.settle(self.dpid, sent)
         if errors:
