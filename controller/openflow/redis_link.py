@@ -277,7 +277,9 @@ class RedisLink:
             self._stopping.wait(self._heartbeat_s)
 
     def _follow(self) -> None:
-        pubsub = self._client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        # Through a typed name: redis-py annotates ``pubsub`` from 8.2 on, not before.
+        make_pubsub: Callable[..., redis.client.PubSub] = self._client.pubsub
+        pubsub = make_pubsub(ignore_subscribe_messages=True)
         try:
             pubsub.subscribe(self.policies.channel, self.jobs.channel)
             if not self._healthy:
