@@ -47,9 +47,7 @@ class Channel:
         self._raw.register(self.dpid, xid)  # before sending: the reply may beat send_msg
         try:
             self._replies.expect(self.dpid, xid)
-            if not self.datapath.send_msg(msg):
-                self._replies.fail(self.dpid, xid, "switch connection is closed")
-            return self._replies.wait(self.dpid, xid, self._timeout_s)
+            return self._awaited(xid, bool(self.datapath.send_msg(msg)))
         finally:
             self._raw.forget(self.dpid, xid)
 
@@ -66,7 +64,12 @@ class Channel:
         """Send and wait for the whole (multipart) reply."""
         xid = assign_xid(self.datapath, msg)
         self._replies.expect(self.dpid, xid)
-        if not self.datapath.send_msg(msg):
+        return self._awaited(xid, bool(self.datapath.send_msg(msg)), timeout_s)
+
+    def _awaited(self, xid: int, sent: bool, timeout_s: float | None = None) -> list[Any]:
+        """The reply to ``xid`` (expected before it was sent); at once a failure when the
+        connection took nothing."""
+        if not sent:
             self._replies.fail(self.dpid, xid, "switch connection is closed")
         return self._replies.wait(self.dpid, xid, timeout_s or self._timeout_s)
 
@@ -101,9 +104,7 @@ class Channel:
         wire.append(bytes(barrier.buf))
         self._replies.expect(self.dpid, barrier_xid)
         try:
-            if not self.datapath.send(b"".join(wire)):
-                self._replies.fail(self.dpid, barrier_xid, "switch connection is closed")
-            self._replies.wait(self.dpid, barrier_xid, self._timeout_s)
+            self._awaited(barrier_xid, bool(self.datapath.send(b"".join(wire))))
         finally:
             errors = self._replies.settle(self.dpid, sent)
         if errors:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -110,17 +110,27 @@ def _rule_flows(
     name = rule.match.in_port
     ports = {name: in_port} if isinstance(name, str) and in_port is not None else {}
     matches = expand_match(rule.match, ports, rule.bidirectional)
-    instructions = _classify_to(queue_id)
-    cookie = learned_cookie(Origin.RULE, index)
-    priority = tables.rule_priority(index)
+    return _counted_entries(
+        tables.rule_priority(index),
+        matches,
+        idle,
+        learned_cookie(Origin.RULE, index),
+        _classify_to(queue_id),
+        Owner.POLICY,
+    )
+
+
+def _counted_entries(
+    priority: int,
+    matches: Iterable[Match],
+    idle: int | None,
+    cookie: int,
+    then: tuple[Instruction, ...],
+    owner: Owner,
+) -> tuple[FlowEntry, ...]:
+    """Table-0 entries classifying ``matches`` (and counting them, see ``_counted``)."""
     return tuple(
-        FlowEntry(
-            tables.CLASSIFY,
-            priority,
-            match,
-            _counted(idle, match, cookie, instructions),
-            Owner.POLICY,
-        )
+        FlowEntry(tables.CLASSIFY, priority, match, _counted(idle, match, cookie, then), owner)
         for match in matches
     )
 
@@ -341,16 +351,7 @@ def job_flows(policy: Policy, jobs: Sequence[JobSpec]) -> list[FlowEntry]:
                 if ports is None:
                     spec = MatchSpec.model_validate(pair)
                     other.update(dict.fromkeys(expand_match(spec, {}, bidirectional=False)))
-        flows.extend(
-            FlowEntry(
-                tables.CLASSIFY,
-                priority,
-                match,
-                _counted(idle, match, cookie, instructions),
-                Owner.JOB,
-            )
-            for match in l4
-        )
+        flows.extend(_counted_entries(priority, l4, idle, cookie, instructions, Owner.JOB))
         flows.extend(
             FlowEntry(tables.CLASSIFY, priority - 1, match, instructions, Owner.JOB)
             for match in other
