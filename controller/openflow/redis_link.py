@@ -17,6 +17,7 @@ above the version it enforces; a number that went backwards is never adopted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ipaddress
 import json
 import logging
@@ -33,6 +34,7 @@ from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
 from controller.openflow.outbox import Outbox
+from controller.pipeline.flows import FlowKey
 from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec, stored_jobs
 from controller.policy.load import parse_policy
@@ -55,6 +57,7 @@ from controller.store.jobs import JobStore
 from controller.store.liveness import HEARTBEAT_INTERVAL_S
 from controller.store.policies import PolicyStore, PolicyVersion
 from controller.store.queues import QueueStore
+from controller.store.switches import FlowRecord as ReportedFlow
 from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
 
 LOG = logging.getLogger("flowlane.redis")
@@ -94,15 +97,20 @@ def switch_report(report: SyncReport, controller: str) -> SwitchReport:
             )
             for port in report.ports
         ),
-        flows=tuple(
-            (
-                flow.table_id,
-                flow.priority,
-                tuple((f.name, f.value, f.mask) for f in flow.match),
-                flow.cookie,
-            )
-            for flow in report.flows
-        ),
+        flows=tuple(_reported_flow(flow.key, flow.cookie) for flow in report.flows),
+    )
+
+
+@functools.lru_cache(maxsize=65_536)
+def _reported_flow(key: FlowKey, cookie: int) -> ReportedFlow:
+    """A planned entry as a report lists it, kept by key and cookie (both hashed once per
+    entry): ten switches report every entry after every change, and the same tuple
+    object each time lets the report's encoder find its text without comparing fields."""
+    return (
+        key.table_id,
+        key.priority,
+        tuple((f.name, f.value, f.mask) for f in key.match),
+        cookie,
     )
 
 

@@ -3,6 +3,8 @@ and the pruning of controllers that stopped beating long ago."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import time
 
 import pytest
@@ -52,6 +54,23 @@ def test_report_round_trips_every_field(store: SwitchStore) -> None:
     store.report(sent)
     assert store.all() == [sent]
     assert store.all()[0].dpid_hex == "0000000000000abc"
+
+
+def test_report_text_is_plain_json_of_its_fields() -> None:
+    # Each flow's text is cached by content; the report must still be one JSON document
+    # whose flows are exactly the report's, however reports share or change entries.
+    first = report(1)
+    changed = dataclasses.replace(
+        report(2), flows=((1, 7, (("ip_dscp", 46, None),), 5), first.flows[1])
+    )
+    for sent in (first, changed, first):
+        document = json.loads(sent.to_json())
+        assert document["flows"] == [
+            [t, p, [list(field) for field in match], c] for t, p, match, c in sent.flows
+        ]
+        assert document["ports"][0]["queues"][0]["dscp"] == 46
+        assert SwitchReport.from_json(sent.to_json()) == sent
+    assert json.loads(dataclasses.replace(first, flows=()).to_json())["flows"] == []
 
 
 def test_reports_are_sorted_by_dpid_and_replace_each_other(store: SwitchStore) -> None:
