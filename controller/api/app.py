@@ -82,11 +82,13 @@ def create_app(settings: ApiSettings) -> FastAPI:
             if settings.token_file is not None
             else None
         )
+        services.applied_watch.start()
         try:
             yield
         finally:
             if bootstrap is not None:
                 bootstrap.cancel()
+            await run_in_threadpool(services.applied_watch.stop)
             services.redis.close()
 
     app = FastAPI(

@@ -8,6 +8,7 @@ from typing import Annotated
 import redis
 from fastapi import Depends, Request
 
+from controller.api.applied_watch import AppliedWatch
 from controller.api.settings import ApiSettings
 from controller.store.client import connect
 from controller.store.events import EventStore
@@ -36,6 +37,8 @@ class Services:
     tokens: TokenStore
     audit: EventStore
     queues: QueueStore
+    applied_watch: AppliedWatch
+    """Wakes waiting writes on every confirmation; started and stopped by the app's lifespan."""
 
     @staticmethod
     def connect(settings: ApiSettings) -> Services:
@@ -43,13 +46,14 @@ class Services:
         and serves as soon as it is back (the pool opens fresh connections)."""
         client = connect(settings.redis_url)
         events = EventStore(client, settings.prefix)
+        switches = SwitchStore(client, settings.prefix)
         return Services(
             settings,
             client,
             PolicyStore(
                 client, settings.prefix, history_limit=settings.history_limit, events=events
             ),
-            SwitchStore(client, settings.prefix),
+            switches,
             JobStore(client, settings.prefix),
             events,
             FlowStore(client, settings.prefix),
@@ -57,6 +61,7 @@ class Services:
             TokenStore(client, settings.prefix),
             EventStore(client, settings.prefix, AUDIT_MAX_LEN, name="audit"),
             QueueStore(client, settings.prefix),
+            AppliedWatch(client, switches.applied_channel),
         )
 
     def live_reports(self) -> list[SwitchReport]:

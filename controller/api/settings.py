@@ -34,8 +34,9 @@ class ApiSettings:
     """How long ``?wait=applied`` waits when the request names no ``timeout``."""
     max_wait_timeout_s: float = 120.0
     """The longest ``timeout`` a request may ask for: a waiting request holds a connection."""
-    poll_interval_s: float = 0.005
-    """How often a waiting request reads the applied versions (one small hash)."""
+    poll_interval_s: float = 0.1
+    """How often a waiting request re-reads the applied versions on its own; a controller's
+    confirmation wakes it at once, this covers a notification lost to a reconnect."""
     history_limit: int = HISTORY_LIMIT
     """Policy versions kept; each write trims older ones (never the active one)."""
     max_body_bytes: int = MAX_BODY_BYTES

@@ -11,6 +11,7 @@ version stored says so by not asking to wait (``flowlane policy apply
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable, Mapping
 
@@ -53,39 +54,44 @@ async def wait_applied(services: Services, version: int, timeout_s: float) -> No
     dropped, one that connects is not waited for: it gets the active
     version when it connects anyway.  When none is left to wait for (none
     when the wait starts, or every one left), the version is stored and
-    active but runs nowhere: 409, with its ETag.  The applied versions are a
-    small hash, so polling it every few milliseconds costs Redis next to
-    nothing.
+    active but runs nowhere: 409, with its ETag.  A confirmation wakes the
+    wait at once (``AppliedWatch``); it also re-reads the applied versions
+    (a small hash) every ``poll_interval_s`` in case a notification was lost.
     """
     settings = services.settings
     deadline = time.monotonic() + timeout_s
-    watched = set(await run_in_threadpool(services.live_switches))
-    next_refresh = time.monotonic() + REFRESH_LIVE_S
-    while True:
-        if not watched:
-            raise ApiError(
-                409,
-                f"version {version} is stored and active, but no live switch is left to apply"
-                f" it (their controllers stopped beating or the switches disconnected)",
-                headers={"ETag": f'"{version}"'},
-                version=version,
-            )
-        applied = await run_in_threadpool(services.switches.applied)
-        pending = pending_switches(watched, applied, version)
-        if not pending:
-            return
-        now = time.monotonic()
-        if now >= deadline:
-            raise ApiError(
-                504,
-                f"version {version} is stored and active, but {len(pending)} of {len(watched)}"
-                f" live switch(es) did not confirm it within {timeout_s:g} s",
-                headers={"ETag": f'"{version}"'},
-                version=version,
-                pending=pending,
-            )
-        if now >= next_refresh:
-            watched &= set(await run_in_threadpool(services.live_switches))
-            next_refresh = now + REFRESH_LIVE_S
-            continue
-        await asyncio.sleep(min(settings.poll_interval_s, deadline - now))
+    with services.applied_watch.waiter() as confirmed:
+        watched = set(await run_in_threadpool(services.live_switches))
+        next_refresh = time.monotonic() + REFRESH_LIVE_S
+        while True:
+            if not watched:
+                raise ApiError(
+                    409,
+                    f"version {version} is stored and active, but no live switch is left to"
+                    f" apply it (their controllers stopped beating or the switches"
+                    f" disconnected)",
+                    headers={"ETag": f'"{version}"'},
+                    version=version,
+                )
+            confirmed.clear()  # before the read: a confirmation after it wakes the wait
+            applied = await run_in_threadpool(services.switches.applied)
+            pending = pending_switches(watched, applied, version)
+            if not pending:
+                return
+            now = time.monotonic()
+            if now >= deadline:
+                raise ApiError(
+                    504,
+                    f"version {version} is stored and active, but {len(pending)} of"
+                    f" {len(watched)} live switch(es) did not confirm it within {timeout_s:g} s",
+                    headers={"ETag": f'"{version}"'},
+                    version=version,
+                    pending=pending,
+                )
+            if now >= next_refresh:
+                watched &= set(await run_in_threadpool(services.live_switches))
+                next_refresh = now + REFRESH_LIVE_S
+                continue
+            pause = min(settings.poll_interval_s, deadline - now, next_refresh - now)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(confirmed.wait(), pause)

@@ -6,9 +6,11 @@ Keys (``<prefix>`` defaults to ``flowlane``):
 - ``<prefix>:applied``      hash: dpid → policy version confirmed by a barrier
 - ``<prefix>:controllers``  sorted set: controller id scored by its last heartbeat (unix time)
 - ``<prefix>:switch-owners`` hash: dpid → the controller that reports it
+- channel ``<prefix>:applied:events`` gets a dpid each time its applied version is written
 
 The applied versions sit apart from the snapshots so that a client waiting
-for a version can poll a few bytes instead of every flow table.
+for a version reads a few bytes instead of every flow table, when the
+channel says something changed.
 
 A controller that crashes never says goodbye, so every heartbeat also prunes
 the controllers silent for longer than ``prune_after_s`` (far longer than
@@ -194,6 +196,9 @@ class SwitchStore:
         self._redis = client
         self._switches = f"{prefix}:switches"
         self._applied = f"{prefix}:applied"
+        self.applied_channel = f"{prefix}:applied:events"
+        """Gets a switch's dpid each time its applied version is written (``?wait=applied``
+        waits on it instead of polling)."""
         self._controllers = f"{prefix}:controllers"
         self._owners = f"{prefix}:switch-owners"
         self.prune_after_s = prune_after_s
@@ -213,11 +218,12 @@ class SwitchStore:
             pipe.hset(self._applied, report.dpid_hex, report.applied_version)
         else:
             pipe.hdel(self._applied, report.dpid_hex)
+        pipe.publish(self.applied_channel, report.dpid_hex)
         pipe.execute()
 
     @translate_errors
     def set_applied(self, dpid: int, version: int | None, controller: str) -> None:
-        """Just the confirmed version (a few bytes): what ``?wait=applied`` polls, written
+        """Just the confirmed version (a few bytes): what ``?wait=applied`` reads, written
         before the full snapshot so a waiting client does not wait for its serialization."""
         pipe = self._redis.pipeline(transaction=True)
         if version is not None:
@@ -225,6 +231,7 @@ class SwitchStore:
         else:
             pipe.hdel(self._applied, f"{dpid:016x}")
         pipe.hset(self._owners, f"{dpid:016x}", controller)
+        pipe.publish(self.applied_channel, f"{dpid:016x}")
         pipe.execute()
 
     @translate_errors
