@@ -14,6 +14,7 @@ from typing import Any
 
 from controller.openflow.flowstats import RawFlowStats
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
+from controller.openflow.wire import encode, with_xid
 
 _XID_LOCK = threading.Lock()
 
@@ -22,6 +23,14 @@ def assign_xid(datapath: Any, msg: Any) -> int:
     with _XID_LOCK:
         datapath.set_xid(msg)
     return int(msg.xid)
+
+
+def reserve_xids(datapath: Any, count: int) -> list[int]:
+    """``count`` consecutive xids, as ``set_xid`` would hand them out one by one."""
+    with _XID_LOCK:
+        first = int(datapath.xid)
+        datapath.xid = (first + count) & datapath.ofproto.MAX_XID
+    return [(first + n) & datapath.ofproto.MAX_XID for n in range(1, count + 1)]
 
 
 class Channel:
@@ -82,29 +91,26 @@ class Channel:
             return False
         return True
 
-    def batch(self, msgs: Sequence[Any]) -> None:
+    def batch(self, encoded: Sequence[bytes]) -> None:
         """Send in order, then a barrier, as one write; raise if the switch rejected any.
 
-        OpenFlow answers in order, so every error for the batch has arrived
-        when the barrier reply does.  One write rather than one per message:
-        each message os-ken queues is a hand-off to the connection's send
-        thread, and on a busy interpreter each hand-off waits its turn.
+        ``encoded`` are whole messages (``wire``); each gets a transaction id
+        of its own here. OpenFlow answers in order, so every error for the
+        batch has arrived when the barrier reply does.  One write rather than
+        one per message: each message os-ken queues is a hand-off to the
+        connection's send thread, and on a busy interpreter each hand-off
+        waits its turn.
         """
-        sent: list[int] = []
-        wire: list[bytes] = []
-        for msg in msgs:
-            xid = assign_xid(self.datapath, msg)
-            self._replies.expect(self.dpid, xid)
-            sent.append(xid)
-            msg.serialize()
-            wire.append(bytes(msg.buf))
         barrier = self.datapath.ofproto_parser.OFPBarrierRequest(self.datapath)
-        barrier_xid = assign_xid(self.datapath, barrier)
-        barrier.serialize()
-        wire.append(bytes(barrier.buf))
-        self._replies.expect(self.dpid, barrier_xid)
+        *sent, barrier_xid = reserve_xids(self.datapath, len(encoded) + 1)
+        barrier.set_xid(barrier_xid)
+        for xid in (*sent, barrier_xid):
+            self._replies.expect(self.dpid, xid)
+        out = b"".join(
+            [*(with_xid(msg, xid) for msg, xid in zip(encoded, sent, strict=True)), encode(barrier)]
+        )
         try:
-            self._awaited(barrier_xid, bool(self.datapath.send(b"".join(wire))))
+            self._awaited(barrier_xid, bool(self.datapath.send(out)))
         finally:
             errors = self._replies.settle(self.dpid, sent)
         if errors:

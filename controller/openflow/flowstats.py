@@ -60,7 +60,6 @@ _LENGTH, _DURATION_SEC, _DURATION_NSEC, _COOKIE, _PACKETS, _BYTES = 0, 2, 3, 8, 
 _MATCH_TYPE, _MATCH_LENGTH = 11, 12
 _OXM_START = struct.calcsize(_FIXED)
 _ENTRY_HEAD = struct.Struct(">H")
-_LENGTH_AND_TABLE = struct.Struct(">HB")
 _MATCH_HEAD = struct.Struct(">HH")
 _OXM_HEAD = struct.Struct(">I")
 _MP_HEAD = struct.Struct(">BBHIHH")
@@ -296,35 +295,6 @@ def decode_count_replies(bodies: Iterable[bytes | bytearray | memoryview]) -> li
     for body in bodies:
         entries.extend(decode_count_entries(body))
     return entries
-
-
-def parse_entries_except(
-    bodies: Iterable[bytes | bytearray | memoryview], skipped_table: int
-) -> list[Any]:
-    """os-ken's ``OFPFlowStats`` for every entry of a raw reply but those of one table.
-
-    The audit reads every table to repair drift, and the counting table holds
-    one learned entry per live flow, which the diff ignores (OVS owns them):
-    parsed by os-ken at about 70 µs an entry, ten thousand of them were most
-    of an audit's CPU.  Each entry's length and table come first, so skipping
-    one costs a single ``unpack``.
-    """
-    from os_ken.ofproto.ofproto_v1_3_parser import OFPFlowStats
-
-    parsed: list[Any] = []
-    for body in bodies:
-        buf = bytes(body)
-        offset, end = 0, len(buf)
-        while offset < end:
-            if offset + _OXM_START > end:
-                raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
-            length, table_id = _LENGTH_AND_TABLE.unpack_from(buf, offset)
-            if length < _OXM_START or offset + length > end:
-                raise FlowStatsError(f"flow-stats entry at byte {offset} has length {length}")
-            if table_id != skipped_table:
-                parsed.append(OFPFlowStats.parser(buf, offset))
-            offset += length
-    return parsed
 
 
 def multipart_body(message: bytes | bytearray | memoryview) -> memoryview:

@@ -28,9 +28,10 @@ from controller.classify.reclassify import (
     split_samples,
 )
 from controller.classify.records import ObservedFlow
-from controller.openflow import messages
+from controller.openflow import messages, wire
 from controller.openflow.channel import Channel
-from controller.openflow.flowstats import decode_count_replies, parse_entries_except
+from controller.openflow.flowstats import decode_count_replies
+from controller.openflow.installed import installed_entries
 from controller.openflow.observer import PortState, SyncReport
 from controller.openflow.replies import RequestFailedError
 from controller.openflow.settings import ActivePolicy, ControllerSettings
@@ -246,16 +247,19 @@ class SwitchWorker:
         replies = self.channel.request(parser.OFPPortDescStatsRequest(self.channel.datapath, 0))
         return [port_state(port, ofproto) for port in replies if port.port_no <= OFPP_MAX]
 
-    def _read_installed(self) -> tuple[_Installed, list[Any], list[InstalledFlow]]:
+    def _read_installed(self) -> tuple[_Installed, list[FlowCounters]]:
         datapath = self.channel.datapath
         request = messages.flow_stats_request(datapath)
         bodies = self.channel.request_raw_flow_stats(request)
-        stats = (
-            self.channel.request(request)
+        counted = (
+            [
+                FlowCounters(messages.installed_flow(s), s.packet_count, s.byte_count)
+                for s in self.channel.request(request)
+            ]
             if bodies is None
-            else parse_entries_except(bodies, tables.COUNT)
+            else installed_entries(bodies, tables.COUNT)
         )
-        flows = [messages.installed_flow(s) for s in stats]
+        flows = [entry.flow for entry in counted]
         groups: dict[int, GroupEntry] = {}
         meters: dict[int, MeterEntry] = {}
         for desc in self.channel.request(messages.group_desc_request(datapath)):
@@ -266,7 +270,7 @@ class SwitchWorker:
             meter = messages.installed_meter(config)
             # A meter we cannot decode still holds its id: a planned one is sent as a modify.
             meters[int(config.meter_id)] = meter or MeterEntry(int(config.meter_id), 0, 0)
-        return _Installed(flows, groups, meters), stats, flows
+        return _Installed(flows, groups, meters), counted
 
     def _sync(self, reason: str, fresh: bool) -> None:
         """``fresh`` re-reads ports and tables; otherwise the last confirmed state is trusted,
@@ -311,9 +315,10 @@ class SwitchWorker:
             self.context.switch_ports(self.dpid, self.ports)
         if fresh or self._installed is None:
             polled = time.monotonic()
-            self._installed, stats, flows = self._read_installed()
+            self._installed, counted = self._read_installed()
+            flows = [entry.flow for entry in counted]
             if reason == "audit":
-                self._record_stats(stats, flows)
+                self._record_stats(counted)
                 self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
             if not self.synced_once:
                 self._adopt_overrides(flows)
@@ -376,19 +381,24 @@ class SwitchWorker:
         """Meters and groups before the flows that use them; flow adds before deletes, so
         traffic never falls through a gap; groups deleted after the flows that used them."""
         datapath = self.channel.datapath
-        batch: list[Any] = [
+        batch: list[bytes] = [
             *(
-                messages.meter_modify(datapath, m)
-                if m.meter_id in installed_meters
-                else messages.meter_add(datapath, m)
+                wire.encode(
+                    messages.meter_modify(datapath, m)
+                    if m.meter_id in installed_meters
+                    else messages.meter_add(datapath, m)
+                )
                 for m in meters
             ),
-            *(messages.group_add(datapath, g) for g in groups.add),
-            *(messages.group_modify(datapath, g) for g in groups.modify),
-            *(messages.flow_add(datapath, f) for f in flows.add),
-            *(messages.flow_delete(datapath, k) for k in flows.delete),
-            *(messages.flow_delete_by_cookie(datapath, t, c) for t, c in flows.delete_by_cookie),
-            *(messages.group_delete(datapath, gid) for gid in groups.delete),
+            *(wire.encode(messages.group_add(datapath, g)) for g in groups.add),
+            *(wire.encode(messages.group_modify(datapath, g)) for g in groups.modify),
+            *(wire.flow_add(f) for f in flows.add),
+            *(wire.flow_delete(k) for k in flows.delete),
+            *(
+                wire.encode(messages.flow_delete_by_cookie(datapath, t, c))
+                for t, c in flows.delete_by_cookie
+            ),
+            *(wire.encode(messages.group_delete(datapath, gid)) for gid in groups.delete),
         ]
         self.settings.metrics.flow_mods.labels(self.tag, "add").inc(len(flows.add))
         self.settings.metrics.flow_mods.labels(self.tag, "delete").inc(len(flows.delete))
@@ -420,14 +430,10 @@ class SwitchWorker:
             except Exception:
                 LOG.exception("switch %s: observer %r failed", self.tag, observer)
 
-    def _record_stats(self, stats: list[Any], installed: list[InstalledFlow]) -> None:
-        """Per-class and per-queue counters for Prometheus, from the audit's own reads."""
+    def _record_stats(self, counted: list[FlowCounters]) -> None:
+        """Per-class counters for Prometheus, from the audit's own read."""
         policy = self.settings.active.policy
-        counters = [
-            FlowCounters(flow, s.packet_count, s.byte_count)
-            for flow, s in zip(installed, stats, strict=True)
-        ]
-        self.settings.metrics.totals.set_classes(self.tag, class_counters(policy, counters))
+        self.settings.metrics.totals.set_classes(self.tag, class_counters(policy, counted))
 
     # ---- detection --------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
 from controller.openflow.channel import Channel
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
+from controller.openflow.wire import encode
 
 DPID = 9
 
@@ -53,9 +54,11 @@ def messages_in(buf: bytes) -> list[tuple[int, int]]:
     return found
 
 
-def flow_mods(datapath: FakeDatapath, count: int) -> list[object]:
+def flow_mods(datapath: FakeDatapath, count: int) -> list[bytes]:
     return [
-        v13_parser.OFPFlowMod(datapath, priority=100 + n, match=v13_parser.OFPMatch(tcp_dst=n))
+        encode(
+            v13_parser.OFPFlowMod(datapath, priority=100 + n, match=v13_parser.OFPMatch(tcp_dst=n))
+        )
         for n in range(count)
     ]
 
@@ -99,3 +102,16 @@ def test_a_switch_that_never_answers_times_the_batch_out() -> None:
     datapath = FakeDatapath(lambda buf: None)
     with pytest.raises(RequestFailedError, match="no reply"):
         Channel(datapath, ReplyWaiter(), timeout_s=0.2).batch(flow_mods(datapath, 2))
+
+
+def test_a_batch_takes_consecutive_xids_and_leaves_the_counter_after_them() -> None:
+    replies = ReplyWaiter()
+
+    def answer(buf: bytes) -> None:
+        replies.part(DPID, messages_in(buf)[-1][1], [], False)
+
+    datapath = FakeDatapath(answer)
+    datapath.xid = v13.MAX_XID - 1  # the counter wraps as os-ken's does
+    Channel(datapath, replies, timeout_s=2.0).batch(flow_mods(datapath, 3))
+    assert [xid for _, xid in messages_in(datapath.writes[0])] == [v13.MAX_XID, 0, 1, 2]
+    assert datapath.xid == 2

@@ -22,7 +22,6 @@ from controller.openflow.flowstats import (
     decode_count_replies,
     deferred_body,
     multipart_body,
-    parse_entries_except,
 )
 
 MAX_BODY = 0xFFFF - v13.OFP_MULTIPART_REPLY_SIZE
@@ -323,49 +322,3 @@ def test_lean_decoder_is_much_faster_than_os_ken_on_10000_entries() -> None:
         f" ({os_ken_s / lean_s:.0f}x, {lean_s / 1e4 * 1e6:.2f} us/entry)"
     )
     assert os_ken_s >= 5 * lean_s
-
-
-def _described(entry: Any) -> tuple[Any, ...]:
-    return (
-        entry.table_id,
-        entry.priority,
-        entry.cookie,
-        entry.packet_count,
-        entry.byte_count,
-        sorted(entry.match.items()),
-        [str(instruction) for instruction in entry.instructions],
-    )
-
-
-def test_the_audit_read_parses_every_table_but_the_counting_one() -> None:
-    """Same entries as os-ken's parse of the whole reply, minus table 3, in order."""
-    rng = random.Random(5)
-    entries = []
-    for index in range(3000):
-        table = rng.choice([0, 1, 2, 3, 3, 3])
-        fields: list[tuple[str, Any]] = [("eth_type", 0x0800), ("ip_proto", 6)]
-        if table == 3:
-            fields += [("ipv4_src", f"10.0.{index // 250}.{index % 250}"), ("tcp_dst", index)]
-        else:
-            fields += [("tcp_dst", index)]
-        entries.append(_entry(fields, rng, instructions=rng.choice([0, 1, 2]), table=table))
-    bodies = _parts(entries)
-    assert len(bodies) > 1
-    expected = []
-    for index, body in enumerate(bodies):
-        message = _reply(body, more=index < len(bodies) - 1)
-        msg = ofproto_parser.msg(
-            _Datapath(), 4, v13.OFPT_MULTIPART_REPLY, len(message), 0x55, message
-        )
-        expected += [_described(entry) for entry in msg.body if entry.table_id != 3]
-    got = parse_entries_except([memoryview(body) for body in bodies], 3)
-    assert [_described(entry) for entry in got] == expected
-    assert {entry.table_id for entry in got} == {0, 1, 2}
-
-
-def test_the_audit_read_refuses_a_truncated_entry() -> None:
-    entry = _entry([("eth_type", 0x0800)], random.Random(1), table=0)
-    with pytest.raises(FlowStatsError, match="length"):
-        parse_entries_except([entry[:-8]], 3)
-    with pytest.raises(FlowStatsError, match="truncated"):
-        parse_entries_except([entry + entry[:10]], 3)
