@@ -5,7 +5,8 @@ stack (``flowlane up``). A 100-rule policy is applied, then changed again
 and again (one rule moves between classes each time) with
 ``PUT /v1/policy?wait=applied``, which returns only once every switch has
 confirmed the new version with a barrier. The client-side time of each PUT
-is the propagation latency; the script prints p50/p99/max.
+is the propagation latency; the script prints p50/p99/max, and the first
+change after start-up on its own line.
 
     python mininet/bench_propagation.py [--switches 10] [--rules 100] [--changes 50]
 """
@@ -88,9 +89,9 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
         # to what is measured.
         with httpx.Client(base_url=stack.api, headers=stack.headers, timeout=60) as client:
             client.get("/v1/policy")  # the connection, opened before the clock starts
-            for change in range(changes):
-                document = policy_document(rules, flipped=change % rules)
-                body = json.dumps(document).encode()
+
+            def change_to(flipped: int) -> float:
+                body = json.dumps(policy_document(rules, flipped=flipped)).encode()
                 started = time.perf_counter()
                 response = client.put(
                     "/v1/policy",
@@ -101,13 +102,21 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
                 elapsed = time.perf_counter() - started
                 if response.status_code not in (200, 201):  # 201 stored, 200 unchanged
                     raise RuntimeError(f"PUT failed: {response.status_code} {response.text}")
-                latencies.append(1000 * elapsed)
+                return 1000 * elapsed
+
+            # The first change after start-up is reported on its own: it also fills the
+            # controller's caches (every rule's entries, every encoded flow-mod), which a
+            # controller in service filled long ago.
+            first = change_to(rules - 1)
+            for change in range(changes):
+                latencies.append(change_to(change % rules))
         flows = len(harness.ofctl_cookies("s1"))
     return {
         "switches": switches,
         "rules": rules,
         "flows_per_switch": flows,
         "changes": changes,
+        "first_change_ms": round(first, 2),
         "latency_ms": {
             "p50": round(statistics.median(latencies), 2),
             "p99": round(percentile(latencies, 99), 2),
@@ -142,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     console = Console(width=110)
     console.print(table)
+    console.print(
+        f"first change after start-up (not in the table): {result['first_change_ms']:.1f} ms"
+    )
     verdict = "met" if latency["p99"] <= TARGET_P99_MS else "MISSED"
     console.print(f"target: p99 <= {TARGET_P99_MS:g} ms: {latency['p99']:.1f} ms ({verdict})")
     if args.out:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import SwitchObserver
+from controller.pipeline.planner import BasePlans
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Ovsdb
@@ -20,6 +21,11 @@ class ActivePolicy:
     policy: Policy
     version: int | None = None
     since: float = field(default_factory=time.monotonic)
+    plans: BasePlans = field(init=False, repr=False, compare=False)
+    """Every switch's worker plans from here: switches alike share one plan."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "plans", BasePlans(self.policy))
 
 
 @dataclass

@@ -330,6 +330,7 @@ class SwitchWorker:
             self.overrides,
             self.settings.jobs,
             self.context.fabric_inputs(self.dpid),
+            active.plans,
         )
         flow_diff = diff_flows(installed.flows, want.flows)
         group_diff = diff_groups(installed.groups, want.groups)

@@ -15,7 +15,7 @@ from controller.pipeline import tables
 from controller.pipeline.fabric import fabric_plan
 from controller.pipeline.flows import FlowEntry, Owner
 from controller.pipeline.groups import GroupEntry, MeterEntry
-from controller.pipeline.planner import plan_switch
+from controller.pipeline.planner import BasePlans, plan_switch
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 
@@ -45,13 +45,14 @@ def desired_state(
     overrides: Mapping[FlowId, str] | None = None,
     jobs: Sequence[JobSpec] = (),
     fabric: FabricInputs | None = None,
+    base_plans: BasePlans | None = None,
 ) -> DesiredState:
     """The whole switch. In ``fabric`` mode the controller's forwarding replaces ``NORMAL``.
 
     A fabric switch with nothing discovered yet still gets its discovery
     entries (LLDP and ARP to the controller), so discovery can start.
     """
-    plan = plan_switch(policy, port_numbers, overrides, jobs)
+    plan = plan_switch(policy, port_numbers, overrides, jobs, base_plans)
     if not policy.forwarding.fabric:
         return DesiredState(plan.flows, unresolved_rules=plan.unresolved_rules)
     inputs = fabric or FabricInputs(Topology(switches=frozenset({dpid})), frozenset())

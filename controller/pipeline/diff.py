@@ -35,6 +35,10 @@ def diff_flows(
     an older plan) would otherwise bypass classification.  The one exception
     is the counting table, whose entries OVS learns by itself.
     """
+    if isinstance(installed, tuple) and isinstance(planned, tuple):
+        in_place = _replaced_in_place(installed, planned)
+        if in_place is not None:
+            return in_place
     flows = [flow for flow in installed if flow.key.table_id != tables.COUNT]
     have = {flow.key: flow.cookie for flow in flows if not flow.opaque}
     opaque = tuple(sorted({(flow.key.table_id, flow.cookie) for flow in flows if flow.opaque}))
@@ -46,3 +50,33 @@ def diff_flows(
     add = tuple(flow for key, flow in want.items() if have.get(key) != flow.cookie)
     delete = tuple(sorted(key for key in have if key not in want))
     return FlowDiff(add=add, delete=delete, unchanged=len(want) - len(add), delete_by_cookie=opaque)
+
+
+def _replaced_in_place(
+    installed: tuple[InstalledFlow | FlowEntry, ...], planned: tuple[FlowEntry, ...]
+) -> FlowDiff | None:
+    """The diff when ``installed`` is the last confirmed plan and ``planned`` replaces some of
+    its entries in place (same position, same key); None when it is anything else.
+
+    That is what a policy change makes: the planner reuses the entries of unchanged rules, so
+    the new plan is the old one, object for object, but for the entries of the edited rule.
+    Ten switches diff four hundred entries each after every change; comparing positions by
+    identity skips hashing every key of both plans. Same result as the general diff.
+    """
+    if len(installed) != len(planned):
+        return None
+    changed = [
+        i for i, (old, new) in enumerate(zip(installed, planned, strict=True)) if old is not new
+    ]
+    if len(changed) > len(planned) // 4:
+        return None
+    add: list[FlowEntry] = []
+    for i in changed:
+        old, new = installed[i], planned[i]
+        if not isinstance(old, FlowEntry) or old.key != new.key:
+            return None
+        if old.cookie != new.cookie:
+            add.append(new)
+    if any(flow.key.table_id == tables.COUNT for flow in planned):
+        return None  # the general diff never counts the counting table as installed
+    return FlowDiff(add=tuple(add), delete=(), unchanged=len(planned) - len(add))

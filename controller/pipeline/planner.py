@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -359,19 +360,63 @@ def job_flows(policy: Policy, jobs: Sequence[JobSpec]) -> list[FlowEntry]:
     return flows
 
 
+class BasePlans:
+    """One policy's plans without overrides or jobs, by the port numbers its rules name.
+
+    Such a plan depends on the switch only through the ports that rules name
+    (``in_port``): after a policy change every switch re-plans at once, and
+    switches whose named ports have the same numbers (all of them, for a
+    policy that names none) get one plan, built once. A policy is not
+    hashable (it holds dicts), so the cache lives with the policy's holder
+    rather than in an ``lru_cache``.
+    """
+
+    MAX_PLANS = 1024
+    """Distinct port assignments kept; a fabric of many port layouts starts over past it."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._named = frozenset(
+            rule.match.in_port for rule in policy.rules if isinstance(rule.match.in_port, str)
+        )
+        self._plans: dict[tuple[tuple[str, int], ...], SwitchPlan] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, port_numbers: Mapping[str, int]) -> SwitchPlan:
+        named = tuple(
+            sorted((name, port_numbers[name]) for name in self._named if name in port_numbers)
+        )
+        # Under the lock: ten workers asking at once wait for one plan instead of making ten.
+        with self._lock:
+            plan = self._plans.get(named)
+            if plan is None:
+                if len(self._plans) >= self.MAX_PLANS:
+                    self._plans.clear()
+                plan = self._plans[named] = _base_plan(self.policy, dict(named))
+        return plan
+
+
 def plan_switch(
     policy: Policy,
     port_numbers: Mapping[str, int],
     overrides: Mapping[FlowId, str] | None = None,
     jobs: Sequence[JobSpec] = (),
+    base_plans: BasePlans | None = None,
 ) -> SwitchPlan:
     """The whole pipeline for one switch, given its ports (name → OpenFlow number).
 
     A policy change re-plans every switch at once; each rule's entries come
     from a cache of unchanged rules (``_rule_flows``), so only what the change
-    touched is built.
+    touched is built, and with ``base_plans`` (of this policy) switches alike
+    share one plan.
     """
-    base = _base_plan(policy, port_numbers)
+    if base_plans is not None and base_plans.policy is not policy:
+        raise ValueError("base_plans belong to another policy")
+    base = (
+        base_plans.plan(port_numbers)
+        if base_plans is not None
+        else _base_plan(policy, port_numbers)
+    )
     if not overrides and not jobs:
         return base
     extra = [*job_flows(policy, jobs), *override_flows(policy, overrides or {})]

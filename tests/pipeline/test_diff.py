@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import ipaddress
 from typing import Any
 
@@ -161,3 +162,49 @@ def test_entries_with_unmodelled_fields_are_removed_by_cookie(default_policy: Po
     assert diff.add == () and diff.delete == ()
     assert diff.delete_by_cookie == ((0, 0x77),)
     assert not diff.empty
+
+
+def _flip_plans(make_policy: Any, flipped: int) -> tuple[tuple[FlowEntry, ...], ...]:
+    def rules(flip: int | None) -> list[dict[str, Any]]:
+        return [
+            {
+                "name": f"svc-{i}",
+                "match": {"tcp_dst": 9000 + i},
+                "class": "training" if (i % 2 == 0) != (i == flip) else "inference",
+            }
+            for i in range(12)
+        ]
+
+    ports = {"s1-eth1": 1}
+    return tuple(
+        plan_switch(make_policy(rules(flip)), ports).flows for flip in (None, flipped, None)
+    )
+
+
+def test_a_plan_that_replaces_entries_in_place_diffs_as_the_general_diff(
+    make_policy: Any,
+) -> None:
+    """The confirmed plan (a tuple) against the next one: the identity fast path gives the
+    general diff's answer (lists take the general path)."""
+    first, flipped, back = _flip_plans(make_policy, 5)
+    for old, new in ((first, flipped), (flipped, back), (first, first)):
+        fast = diff_flows(old, new)
+        general = diff_flows(list(old), list(new))
+        assert fast == general
+    assert len(diff_flows(first, flipped).add) == 4 and not diff_flows(first, flipped).delete
+    # An equal entry built anew (same content, same cookie) is no change.
+    copy = dataclasses.replace(first[3])
+    assert copy is not first[3] and copy == first[3]
+    rebuilt = (*first[:3], copy, *first[4:])
+    assert diff_flows(first, rebuilt) == diff_flows(list(first), list(rebuilt))
+    assert diff_flows(first, rebuilt).empty
+
+
+def test_a_plan_with_another_shape_takes_the_general_diff(make_policy: Any) -> None:
+    first, _, _ = _flip_plans(make_policy, 5)
+    shorter = first[:-1]
+    assert diff_flows(first, shorter) == diff_flows(list(first), list(shorter))
+    assert diff_flows(first, shorter).delete == (first[-1].key,)
+    moved = (*first[1:], first[0])  # same entries, other positions: every key differs
+    assert diff_flows(first, moved) == diff_flows(list(first), list(moved))
+    assert diff_flows(first, moved).empty

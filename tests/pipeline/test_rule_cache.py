@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from controller.pipeline import planner
 from controller.pipeline.flows import Learn
-from controller.pipeline.planner import plan_switch
+from controller.pipeline.planner import BasePlans, plan_switch
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from tests.pipeline.conftest import MakePolicy
@@ -119,3 +121,23 @@ def _src(flow: Any) -> int | None:
 
 def _in_port(flow: Any) -> int | None:
     return next((f.value for f in flow.match if f.name == "in_port"), None)
+
+
+def test_switches_whose_named_ports_match_share_one_base_plan(make_policy: MakePolicy) -> None:
+    policy = make_policy(_rules())
+    plans = BasePlans(policy)
+    one = plans.plan({"s1-eth1": 1, "s1-eth2": 2})
+    # Another switch, another unnamed port: the same plan object.
+    assert plans.plan({"s1-eth2": 2, "s1-eth9": 9}) is one
+    # The named port has another number: another plan, equal to the one built from scratch.
+    other = plans.plan({"s1-eth2": 7})
+    assert other is not one
+    assert list(other.flows) == list(plan_switch(policy, {"s1-eth2": 7}).flows)
+    assert plans.plan({"s1-eth1": 1}).unresolved_rules == ("uplink",)
+    assert plan_switch(policy, PORTS, base_plans=plans) == plan_switch(policy, PORTS)
+
+
+def test_base_plans_refuse_another_policy(make_policy: MakePolicy) -> None:
+    plans = BasePlans(make_policy(_rules()))
+    with pytest.raises(ValueError, match="another policy"):
+        plan_switch(make_policy(_rules(flipped=1)), PORTS, base_plans=plans)

@@ -16,7 +16,6 @@ those name values local to it (the settings' limits, the options dependency).
 
 import contextlib
 from dataclasses import dataclass
-from functools import partial
 from typing import Annotated, Any, Literal
 
 import redis
@@ -309,19 +308,23 @@ def build_router(settings: ApiSettings) -> APIRouter:
         version's already (200 with that version and `unchanged: true`).
         """
         document, _ = await read_policy(request)
-        note(request, before=await run_in_threadpool(services.policies.active_version))
-        expected = await run_in_threadpool(options.expected_version, services)
-        if options.wait:
-            await run_in_threadpool(require_live_switch, services)
-        written = await run_in_threadpool(
-            partial(
-                services.policies.write,
+
+        def store() -> PolicyWrite:
+            # One hand-off to a worker thread for every Redis step before the write: each
+            # hand-off waits its turn on a busy interpreter, and a policy change is timed
+            # from the request to the last switch's confirmation.
+            note(request, before=services.policies.active_version())
+            expected = options.expected_version(services)
+            if options.wait:
+                require_live_switch(services)
+            return services.policies.write(
                 document,
                 author=options.author,
                 comment=options.comment,
                 expected_version=expected,
             )
-        )
+
+        written = await run_in_threadpool(store)
         note(request, after=written.policy.version, unchanged=written.unchanged)
         return await _written(services, written, options, response)
 
