@@ -31,6 +31,7 @@ the Mininet hosts.
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import json
 import math
@@ -93,8 +94,14 @@ def crowd(host: str, flows: int, refresh_s: float, rate_pps: float) -> None:
         time.sleep(max(0.0, refresh_s - (time.monotonic() - started)))
 
 
-def sink(port: int, threshold: int, dscp: int, timeout_s: float) -> None:
-    """Receive one elephant; print when it crossed ``threshold`` bytes and when it was marked."""
+def sink(
+    port: int, threshold: int, rate_bps: float, sustain_s: float, dscp: int, timeout_s: float
+) -> None:
+    """Receive one elephant; print when it met the criterion and when it was marked.
+
+    The criterion is the policy's, applied to what arrives: ``rate_bps`` kept up over the
+    last ``sustain_s`` (``for``), or ``threshold`` bytes (``bytes``), whichever comes first.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 * 1024 * 1024)
     sock.setsockopt(socket.IPPROTO_IP, socket.IP_RECVTOS, 1)
@@ -103,17 +110,31 @@ def sink(port: int, threshold: int, dscp: int, timeout_s: float) -> None:
     print("listening", flush=True)
     total = packets = 0
     first = crossed = marked = None
+    reason = None
+    recent: collections.deque[tuple[float, int]] = collections.deque()
+    in_window = 0
     space = socket.CMSG_SPACE(4)
     try:
         while marked is None:
             data, ancillary, _flags, _addr = sock.recvmsg(65536, space)
             now = time.monotonic()
             packets += 1
-            total += len(data) + UDP_OVERHEAD
+            size = len(data) + UDP_OVERHEAD
+            total += size
             if first is None:
                 first = now
+            recent.append((now, size))
+            in_window += size
+            while recent[0][0] < now - sustain_s:
+                in_window -= recent.popleft()[1]
             if crossed is None and total >= threshold:
-                crossed = now
+                crossed, reason = now, "bytes"
+            if (
+                crossed is None
+                and now - first >= sustain_s
+                and in_window * 8 >= rate_bps * sustain_s
+            ):
+                crossed, reason = now, "rate"
             for level, kind, value in ancillary:
                 if level == socket.IPPROTO_IP and kind == socket.IP_TOS and value[0] >> 2 == dscp:
                     marked = now
@@ -125,6 +146,7 @@ def sink(port: int, threshold: int, dscp: int, timeout_s: float) -> None:
                 "bytes": total,
                 "packets": packets,
                 "crossed_after_s": None if crossed is None or first is None else crossed - first,
+                "criterion": reason,
                 "latency_s": None if crossed is None or marked is None else marked - crossed,
             }
         ),
@@ -195,6 +217,46 @@ def _percentile(ordered: list[float], share: float) -> float:
     return ordered[max(0, -(-len(ordered) * int(share * 100) // 100) - 1)]
 
 
+def _thresholds(policy: Path) -> Any:
+    """The criterion as the controller resolves it: rate in bit/s, ``for`` in seconds."""
+    from controller.classify.thresholds import Thresholds
+    from controller.policy.load import load_policy_file
+
+    loaded = load_policy_file(policy)
+    assert loaded.detection is not None
+    return Thresholds.from_spec(loaded.detection, loaded.ports.rate.bps)
+
+
+@contextlib.contextmanager
+def _revalidation(milliseconds: int | None) -> Any:
+    """OVS refreshes flow counters when it revalidates (every 500 ms unless told): no
+    detection is faster. Set for the run, then put back as it was."""
+    import subprocess
+
+    if milliseconds is None:
+        yield
+        return
+    key = "other_config:max-revalidator"
+    read = subprocess.run(
+        ["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", key],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    before = read.stdout.strip().strip('"')
+    subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"{key}={milliseconds}"], check=True)
+    try:
+        yield
+    finally:
+        if before:
+            subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"{key}={before}"], check=True)
+        else:
+            subprocess.run(
+                ["ovs-vsctl", "remove", "Open_vSwitch", ".", "other_config", "max-revalidator"],
+                check=True,
+            )
+
+
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import harness
     from topologies import SWITCH, SingleSwitchTopo
@@ -210,10 +272,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             port_rate=args.port_rate,
         )
     )
+    thresholds = _thresholds(policy)
     ofp_port, metrics_port = harness.free_port(), harness.free_port()
     topo = SingleSwitchTopo(training_senders=1, inference_clients=2)
     elephants: list[dict[str, Any]] = []
     with (
+        _revalidation(args.revalidate_ms),
         harness.network(topo, ofp_port) as net,
         harness.controller(
             policy, workdir / "controller.log", ofp_port, metrics_port=metrics_port
@@ -273,6 +337,10 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
                         str(port),
                         "--threshold",
                         str(args.threshold),
+                        "--rate",
+                        str(thresholds.rate_bps),
+                        "--sustain",
+                        str(thresholds.sustain_s),
                         "--timeout",
                         "3",
                     ],
@@ -319,6 +387,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "tracked_flows": full["tracked"],
         "tracked_flows_after": after["tracked"],
         "interval": args.interval,
+        "revalidate_ms": args.revalidate_ms,
+        "criterion": {"rate_bps": thresholds.rate_bps, "for_s": thresholds.sustain_s},
         "threshold_bytes": args.threshold,
         "elephant_rate_bps": args.rate,
         "elephants": args.elephants,
@@ -357,6 +427,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("sink")
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--threshold", type=int, required=True)
+    p.add_argument("--rate", type=float, required=True, help="the criterion's rate, bit/s")
+    p.add_argument("--sustain", type=float, required=True, help="the criterion's for, s")
     p.add_argument("--dscp", type=int, default=TRAINING_DSCP)
     p.add_argument("--timeout", type=float, default=3.0)
     p = sub.add_parser("blast")
@@ -369,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
         if piece.piece == "crowd":
             crowd(piece.host, piece.flows, piece.refresh, piece.pps)
         elif piece.piece == "sink":
-            sink(piece.port, piece.threshold, piece.dscp, piece.timeout)
+            sink(piece.port, piece.threshold, piece.rate, piece.sustain, piece.dscp, piece.timeout)
         else:
             blast(piece.host, piece.port, piece.rate, piece.seconds)
         return 0
@@ -383,9 +455,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rate", type=float, default=60e6, help="elephant rate, bit/s")
     parser.add_argument("--port-rate", default="100Mbit", help="the policy's port rate")
     parser.add_argument("--window", type=float, default=5.0, help="CPU sampling window, s")
+    parser.add_argument(
+        "--revalidate-ms",
+        type=int,
+        default=100,
+        help="OVS's max-revalidator for the run (how often it refreshes counters); 0: leave it",
+    )
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="keep the controller log here")
     args = parser.parse_args(argv)
+    args.revalidate_ms = args.revalidate_ms or None
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         result = run(args, args.keep)
@@ -405,7 +484,8 @@ def _print(result: dict[str, Any]) -> None:
     latency, read = result["latency_s"], result["table_read"]
     table = Table(
         title=f"elephant detection, {result['tracked_flows']:.0f} tracked flows,"
-        f" {result['interval']} interval"
+        f" {result['interval']} interval, OVS revalidation"
+        f" {result['revalidate_ms'] or 500} ms"
     )
     for column in (
         "elephants",

@@ -10,6 +10,15 @@ keep-alive connection that carries requests at a small share of the port
 never starts a run, so it is never demoted however many bytes it sends over
 hours, while a bulk transfer is caught within ``for`` plus one interval.
 
+A window runs from one growth of the counter to the next, not from one poll
+to the next: Open vSwitch refreshes its flow counters only when it
+revalidates its datapath flows (``other_config:max-revalidator``, every
+500 ms by default), so a poll every 100 ms sees a steady 60 Mbit/s flow
+stand still four times and then jump by half a second's bytes. Judged poll
+by poll, such a flow never kept up any rate for two windows running and was
+never demoted; judged from growth to growth, it is what it is, and the
+unchanged polls between two growths neither break its run nor count.
+
 An override is released when its flow has been idle for ``release_after``, or
 has stayed below ``release_ratio`` of the rate that long (it turned sparse).
 
@@ -103,6 +112,7 @@ class _Track:
         "run_bytes",
         "seen",
         "since",
+        "span",
     )
 
     def __init__(self, octets: int, born: float, active: float, seen: int) -> None:
@@ -112,6 +122,8 @@ class _Track:
         """Growth in the last window in which it grew (all of it for a new entry)."""
         self.active = active
         """Last poll at which the counter grew (``born`` if it never did)."""
+        self.span = born
+        """Where the window of ``delta`` starts: the growth before ``active`` (or ``born``)."""
         self.born = born
         """First packet of the counting entry: ``now - age_s`` when first seen."""
         self.cutoff = born
@@ -198,14 +210,17 @@ class Detector:
                     continue
                 track.bytes = octets
                 track.delta = delta
+                # The window runs from the last growth: the switch may not have refreshed
+                # the counter at the polls in between (see the module docstring).
+                track.span = track.active
                 track.active = now
-                if delta >= rate_delta:  # a bulk window: the only way into a run
+                if delta >= rate_delta:  # no shorter than a poll: a bulk window needs this
                     candidates.append((track, flow))
 
         demote: list[Demotion] = []
         release: list[Release] = []
         for track, flow in candidates:
-            demotion = self._evaluate(track, flow, last, now)
+            demotion = self._evaluate(track, flow, max(track.span, track.born), now)
             if demotion is not None:
                 demote.append(demotion)
         for track, sample in special:
@@ -291,6 +306,7 @@ class Detector:
         track.bytes = track.delta = octets
         track.born = track.cutoff = born
         track.since = born
+        track.span = born
         track.active = now if octets else born
         track.above = None
 
@@ -367,6 +383,7 @@ class Detector:
         track.bytes = octets
         track.delta = delta
         if delta:
+            track.span = track.active
             track.active = now
         idle = now - track.active
         if idle >= thresholds.release_after_s - _EPSILON:
@@ -515,10 +532,10 @@ class Detector:
             views = [self._view(flow, track, self._rate(track)) for flow, track in tracks.items()]
             views.sort(key=_view_order, reverse=True)
             return views
-        now, previous = self._now, self._previous
+        now = self._now
         moving = [
             (
-                track.delta * 8 / max(now - max(previous, track.born), _MIN_WINDOW_S),
+                track.delta * 8 / max(now - max(track.span, track.born), _MIN_WINDOW_S),
                 track.bytes,
                 flow,
                 track,
@@ -537,10 +554,10 @@ class Detector:
         return None if track is None else self._view(flow, track, self._rate(track))
 
     def _rate(self, track: _Track) -> float:
-        """Bit/s over the last window: the growth it saw, if it grew at the last poll."""
+        """Bit/s over the last window (from the growth before): if it grew at the last poll."""
         if track.active != self._now:
             return 0.0
-        window = self._now - max(self._previous, track.born)
+        window = self._now - max(track.span, track.born)
         return track.delta * 8 / max(window, _MIN_WINDOW_S)
 
     def _view(self, flow: FlowId, track: _Track, rate: float) -> FlowView:

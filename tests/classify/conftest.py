@@ -38,6 +38,8 @@ class Entry:
     """Bytes per second while it sends."""
     left: float = float("inf")
     """Bytes still to send before the flow finishes."""
+    reported: int = 0
+    """What the counter reads: ``octets`` as of the table's last refresh."""
 
 
 @dataclass
@@ -46,6 +48,8 @@ class FakeTable:
 
     now: float = 0.0
     entries: dict[FlowId, Entry] = field(default_factory=dict)
+    refresh_s: float | None = None
+    """Counters refresh only every ``refresh_s`` (OVS revalidation); None: always current."""
 
     def start(self, flow: FlowId, rate_mbit: float = 0.0, size: float = float("inf")) -> FlowId:
         """A flow's first packet now: the entry is learned, then it sends ``rate_mbit``."""
@@ -64,17 +68,27 @@ class FakeTable:
         del self.entries[flow]
 
     def advance(self, seconds: float) -> None:
+        before = self.now
         for entry in self.entries.values():
             sent = min(entry.left, entry.rate * seconds)
             entry.octets += int(sent)
             entry.left -= sent
         self.now += seconds
+        if self.refresh_s is None or int(self.now / self.refresh_s + 1e-9) > int(
+            before / self.refresh_s + 1e-9
+        ):
+            for entry in self.entries.values():
+                entry.reported = entry.octets
 
     def samples(self) -> list[CounterSample]:
         return [
-            CounterSample(flow, entry.octets, entry.octets // 1500, self.now - entry.learned)
+            CounterSample(flow, *self._counters(entry), self.now - entry.learned)
             for flow, entry in self.entries.items()
         ]
+
+    def _counters(self, entry: Entry) -> tuple[int, int]:
+        octets = entry.octets if self.refresh_s is None else entry.reported
+        return octets, octets // 1500
 
     def poll(self, detector: Detector) -> Decisions:
         return detector.observe(self.samples(), self.now)
