@@ -103,11 +103,19 @@ def split_samples(
     claimed them) and those a rule or job claimed (only shown in the flow view)."""
     samples: list[CounterSample] = []
     claimed: list[Claimed] = []
+    # Runs for every counted flow at every poll, and nearly all of them share one cookie
+    # (the default class's): the verdict on the last cookie is kept.
+    last_cookie: int | None = None
+    origin: tuple[Origin, int] | None = None
+    unclaimed = True
     for sample, cookie in entries:
-        origin = learned_origin(cookie)
-        if origin is None or origin[0] is Origin.DEFAULT:
+        if cookie != last_cookie:
+            last_cookie, origin = cookie, learned_origin(cookie)
+            unclaimed = origin is None or origin[0] is Origin.DEFAULT
+        if unclaimed:
             samples.append(sample)
         else:
+            assert origin is not None
             claimed.append((sample, origin))
     return samples, claimed
 

@@ -4,17 +4,16 @@ Detection reads every entry of the counting table at every interval.  os-ken
 turns each entry into an ``OFPFlowStats`` with an ``OFPMatch`` of parsed OXM
 objects and a list of instruction objects, about 30-70 µs per entry; on a
 10 000-flow table that is most of a 100 ms interval of controller CPU, spent
-on fields detection never reads.  Detection needs five numbers and six match
-fields per entry, so this module reads them with ``struct`` and nothing else.
+on fields detection never reads.  Detection needs four numbers and the
+5-tuple of each entry, so this module reads them with ``struct``.
 
-Learned entries of one flow family all have the same layout (the same OXM
-headers in the same order), so the first entry of a layout is walked TLV by
-TLV once, and compiled into one ``struct.Struct`` that reads the whole fixed
-part and every match field of an entry in a single call; each later entry is
-checked against the layout's OXM headers (one tuple comparison) and falls
-back to the walk when it differs.  The decoded values are exactly what
-``FlowId.from_oxm`` gives for os-ken's parse of the same bytes: same skipped
-entries, same integers, same ``duration`` float.
+A flow's match is the same bytes at every poll: only its counters and age
+move.  So the fixed part of an entry (counters, age, cookie) is read with one
+``unpack``, and its match bytes are looked up in a table of flows already
+decoded; only a flow seen for the first time is walked TLV by TLV. The
+decoded values are exactly what ``FlowId.from_oxm`` gives for os-ken's parse
+of the same bytes: same skipped entries, same integers, same ``duration``
+float.
 
 os-ken parses every reply on its receive thread before any handler sees it,
 so the decoder alone would save nothing: ``RawFlowStats`` tells os-ken's
@@ -26,16 +25,10 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from operator import itemgetter
+from collections.abc import Iterable
 from typing import Any
 
 from controller.classify.flows import (
-    ETH_TYPE_IPV4,
-    ETH_TYPE_IPV6,
-    IP_PROTO_TCP,
-    IP_PROTO_UDP,
     CounterSample,
     FlowId,
 )
@@ -48,43 +41,34 @@ OFPXMC_OPENFLOW_BASIC = 0x8000
 MULTIPART_REPLY_HEADER = 16
 """ofp_header (8) + type, flags and 4 bytes of padding: where a reply part's body starts."""
 
-_FLOW_STATS_FIXED = 48
-"""ofp_flow_stats up to its ``match``; the match (type, length, OXMs, padding) follows."""
-
-_FIXED = ">HBxIIHHHH4xQQQHH"
-"""The fixed part and the match header: length, table_id, duration_sec, duration_nsec,
-priority, idle_timeout, hard_timeout, flags, cookie, packet_count, byte_count,
+_HEAD = struct.Struct(">HBxII12xQQQHH")
+"""ofp_flow_stats up to and with its match header: length, table_id, duration_sec,
+duration_nsec, (priority, timeouts, flags, padding), cookie, packet_count, byte_count,
 match type, match length."""
-
-_LENGTH, _DURATION_SEC, _DURATION_NSEC, _COOKIE, _PACKETS, _BYTES = 0, 2, 3, 8, 9, 10
-_MATCH_TYPE, _MATCH_LENGTH = 11, 12
-_OXM_START = struct.calcsize(_FIXED)
-_ENTRY_HEAD = struct.Struct(">H")
-_MATCH_HEAD = struct.Struct(">HH")
+_MATCH_AT = 48
+"""Where an entry's match starts; its OXM fields start 4 bytes later."""
 _OXM_HEAD = struct.Struct(">I")
 _MP_HEAD = struct.Struct(">BBHIHH")
 
-# OXM field -> (name, value length, struct code); only what a FlowId is made of.
-_FIELDS: dict[int, tuple[str, int, str]] = {
-    5: ("eth_type", 2, "H"),
-    10: ("ip_proto", 1, "B"),
-    11: ("ipv4_src", 4, "I"),
-    12: ("ipv4_dst", 4, "I"),
-    13: ("tcp_src", 2, "H"),
-    14: ("tcp_dst", 2, "H"),
-    15: ("udp_src", 2, "H"),
-    16: ("udp_dst", 2, "H"),
-    26: ("ipv6_src", 16, "16s"),
-    27: ("ipv6_dst", 16, "16s"),
+# OXM field (OpenFlow basic class) -> (name, value length); only what a FlowId is made of.
+_FIELDS: dict[int, tuple[str, int]] = {
+    5: ("eth_type", 2),
+    10: ("ip_proto", 1),
+    11: ("ipv4_src", 4),
+    12: ("ipv4_dst", 4),
+    13: ("tcp_src", 2),
+    14: ("tcp_dst", 2),
+    15: ("udp_src", 2),
+    16: ("udp_dst", 2),
+    26: ("ipv6_src", 16),
+    27: ("ipv6_dst", 16),
 }
-_ADDRESSES = {ETH_TYPE_IPV4: ("ipv4_src", "ipv4_dst"), ETH_TYPE_IPV6: ("ipv6_src", "ipv6_dst")}
-_PORTS = {IP_PROTO_TCP: ("tcp_src", "tcp_dst"), IP_PROTO_UDP: ("udp_src", "udp_dst")}
-_UNUSABLE = -1
-"""A field that is present but masked or of the wrong length: ``from_oxm`` rejects it."""
+_UNUSABLE = ("masked", "or of another length")
+"""What a field that ``from_oxm`` must reject reads as (os-ken gives a masked one as a
+(value, mask) pair, which it rejects too)."""
 
-_MAX_LAYOUTS = 256
-_RECENT_LAYOUTS = 8
-"""Layouts one decode tries before walking a match: IPv4/IPv6 times TCP/UDP, and spares."""
+_MAX_FLOWS = 1 << 18
+"""Decoded matches kept (about 40 MB at most); past it the table starts over."""
 
 Entry = tuple[CounterSample, int]
 """A counting entry's sample and its cookie (who claimed the flow)."""
@@ -94,124 +78,31 @@ class FlowStatsError(ValueError):
     """The reply's framing is broken (an entry's length runs past the body)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Build:
-    """How one (eth_type, ip_proto) pair of a layout becomes a FlowId."""
-
-    flow: Callable[[tuple[Any, ...]], tuple[Any, ...]]
-    """eth_type, ip_proto, src, dst, src_port, dst_port out of the unpacked entry."""
-
-    ipv6: bool
-    """Addresses come as 16 bytes, to be made integers."""
+_flows: dict[bytes, FlowId | None] = {}
+"""Match bytes -> the flow they describe (None: not an exact TCP/UDP 5-tuple), for every
+switch: the same bytes are the same flow wherever they come from."""
 
 
-Unpack = Callable[[bytes | bytearray | memoryview, int], tuple[Any, ...]]
-Getter = Callable[[tuple[Any, ...]], Any]
-_Parts = tuple[Unpack, Getter, tuple[int, ...], int, Getter | None, dict[Any, _Build]]
-
-
-@dataclass(frozen=True, slots=True)
-class _Layout:
-    """One match layout compiled: a struct for the whole entry head and how to check it."""
-
-    unpack: Unpack
-    size: int
-    check: Getter
-    """Match type, match length and every OXM header of an unpacked entry."""
-
-    expected: tuple[int, ...]
-    kind: Getter | None
-    """(eth_type, ip_proto) of an entry; None when the layout cannot hold a 5-tuple."""
-
-    builds: dict[Any, _Build]
-
-    @property
-    def parts(self) -> _Parts:
-        return self.unpack, self.check, self.expected, self.size, self.kind, self.builds
-
-
-def _no_entry(body: bytes | bytearray | memoryview, offset: int) -> tuple[Any, ...]:
-    raise AssertionError("no layout yet")  # never called: its size exceeds any body
-
-
-_NO_LAYOUT: _Parts = (_no_entry, itemgetter(0), (), 1 << 62, None, {})
-
-
-_layouts: dict[tuple[int, ...], _Layout] = {}
-
-
-def _compile(match_length: int, headers: tuple[int, ...]) -> _Layout:
-    """A struct reading the fixed part and every OXM of this layout, values where needed."""
-    parts = [_FIXED]
-    index = len(struct.unpack(_FIXED, bytes(_OXM_START)))
-    header_indices: list[int] = []
-    where: dict[str, int] = {}
-    for header in headers:
-        oxm_class, field, masked, length = (
-            header >> 16,
-            (header >> 9) & 0x7F,
-            header & 0x100,
-            header & 0xFF,
-        )
-        parts.append("I")
-        header_indices.append(index)
-        index += 1
-        known = _FIELDS.get(field) if oxm_class == OFPXMC_OPENFLOW_BASIC else None
-        if known is None:
-            if length:
-                parts.append(f"{length}x")
-            continue
-        name, size, code = known
-        if masked or length != size:
-            # os-ken reports a masked field as (value, mask), which from_oxm rejects.
-            where[name] = _UNUSABLE
-            if length:
-                parts.append(f"{length}x")
-            continue
-        parts.append(code)
-        where[name] = index  # a repeated field: the last one wins, as in os-ken's dict
-        index += 1
-    layout = struct.Struct("".join(parts))
-    kind_at = (where.get("eth_type", _UNUSABLE), where.get("ip_proto", _UNUSABLE))
-    builds: dict[Any, _Build] = {}
-    for eth_type, addresses in _ADDRESSES.items():
-        for ip_proto, ports in _PORTS.items():
-            positions = [where.get(name, _UNUSABLE) for name in (*addresses, *ports)]
-            if _UNUSABLE not in positions and _UNUSABLE not in kind_at:
-                builds[(eth_type, ip_proto)] = _Build(
-                    itemgetter(*kind_at, *positions), eth_type == ETH_TYPE_IPV6
-                )
-    return _Layout(
-        unpack=layout.unpack_from,
-        size=layout.size,
-        check=itemgetter(_MATCH_TYPE, _MATCH_LENGTH, *header_indices),
-        expected=(OFPMT_OXM, match_length, *headers),
-        kind=itemgetter(*kind_at) if builds else None,
-        builds=builds,
-    )
-
-
-def _layout_of(body: bytes | bytearray | memoryview, offset: int, length: int) -> _Layout | None:
-    """Walk one entry's match TLV by TLV; None when it is not a well-formed OXM match."""
-    match_type, match_length = _MATCH_HEAD.unpack_from(body, offset + _FLOW_STATS_FIXED)
-    if match_type != OFPMT_OXM or match_length < 4 or _FLOW_STATS_FIXED + match_length > length:
-        return None
-    position = offset + _OXM_START
-    end = offset + _FLOW_STATS_FIXED + match_length
-    headers: list[int] = []
+def _decode_match(oxms: bytes) -> FlowId | None:
+    """The flow one match describes, walking its OXM fields; last of a repeated field wins."""
+    fields: dict[str, object] = {}
+    position, end = 0, len(oxms)
     while position + 4 <= end:
-        (header,) = _OXM_HEAD.unpack_from(body, position)
-        position += 4 + (header & 0xFF)
-        headers.append(header)
+        (header,) = _OXM_HEAD.unpack_from(oxms, position)
+        length = header & 0xFF
+        value = oxms[position + 4 : position + 4 + length]
+        position += 4 + length
+        known = _FIELDS.get((header >> 9) & 0x7F) if header >> 16 == OFPXMC_OPENFLOW_BASIC else None
+        if known is None:
+            continue
+        name, size = known
+        masked = header & 0x100
+        fields[name] = (
+            _UNUSABLE if masked or length != size or len(value) != size else int.from_bytes(value)
+        )
     if position != end:
         return None
-    key = (match_length, *headers)
-    layout = _layouts.get(key)
-    if layout is None:
-        if len(_layouts) >= _MAX_LAYOUTS:
-            _layouts.clear()
-        layout = _layouts[key] = _compile(match_length, tuple(headers))
-    return layout
+    return FlowId.from_oxm(fields)
 
 
 def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
@@ -221,71 +112,34 @@ def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
     are not exact 5-tuples (the learn rule, a table-miss, masked fields) are
     skipped, as ``FlowId.from_oxm`` skips them.
     """
-    # The loop runs once per counted flow on every poll: the current layout's parts are
-    # kept in locals, and the named tuples are made with tuple.__new__ (their generated
-    # __new__ is Python code, a third of the time per entry).
+    # The loop runs once per counted flow on every poll: the named tuples are made with
+    # tuple.__new__ (their generated __new__ is Python code, a third of the time per entry).
     new = tuple.__new__
+    buf = bytes(body)
+    head, flows = _HEAD.unpack_from, _flows
     entries: list[Entry] = []
     append = entries.append
-    end = len(body)
-    offset = 0
-    layout: _Layout | None = None
-    recent: list[_Parts] = []
-    unpack, check, expected, size, kind, builds = _NO_LAYOUT
+    offset, end = 0, len(buf)
     while offset < end:
-        values: tuple[Any, ...] | None = None
-        if offset + size <= end:
-            values = unpack(body, offset)
-            if check(values) != expected:
-                values = None
-        if values is None:
-            # Families interleave in a real table (hash order): try the other recent layouts
-            # before walking the match.
-            for parts in recent:
-                if offset + parts[3] <= end:
-                    values = parts[0](body, offset)
-                    if parts[1](values) == parts[2]:
-                        unpack, check, expected, size, kind, builds = parts
-                        break
-                    values = None
-        if values is None:
-            if offset + _OXM_START > end:
-                raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
-            (length,) = _ENTRY_HEAD.unpack_from(body, offset)
-            if length < _OXM_START or offset + length > end:
-                raise FlowStatsError(f"flow-stats entry at byte {offset} has length {length}")
-            layout = _layout_of(body, offset, length)
-            if layout is None:
-                offset += length
-                continue
-            unpack, check, expected, size, kind, builds = layout.parts
-            if len(recent) < _RECENT_LAYOUTS:
-                recent.append(layout.parts)
-            values = unpack(body, offset)
-        length = values[_LENGTH]
-        if length < size or offset + length > end:
+        if offset + _HEAD.size > end:
+            raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
+        length, _table, seconds, nanoseconds, cookie, packets, octets, kind, match_length = head(
+            buf, offset
+        )
+        if length < _HEAD.size or offset + length > end:
             raise FlowStatsError(f"flow-stats entry at byte {offset} has length {length}")
+        if kind == OFPMT_OXM and 4 <= match_length <= length - _MATCH_AT:
+            oxms = buf[offset + _MATCH_AT + 4 : offset + _MATCH_AT + match_length]
+            try:
+                flow = flows[oxms]
+            except KeyError:
+                if len(flows) >= _MAX_FLOWS:
+                    flows.clear()
+                flow = flows[oxms] = _decode_match(oxms)
+            if flow is not None:
+                sample = new(CounterSample, (flow, octets, packets, seconds + nanoseconds / 1e9))
+                append((sample, cookie))
         offset += length
-        if kind is None:
-            continue
-        build = builds.get(kind(values))
-        if build is None:
-            continue
-        if build.ipv6:
-            eth_type, ip_proto, src, dst, src_port, dst_port = build.flow(values)
-            flow = FlowId(
-                eth_type,
-                ip_proto,
-                int.from_bytes(src, "big"),
-                int.from_bytes(dst, "big"),
-                src_port,
-                dst_port,
-            )
-        else:
-            flow = new(FlowId, build.flow(values))
-        age = values[_DURATION_SEC] + values[_DURATION_NSEC] / 1e9
-        sample = new(CounterSample, (flow, values[_BYTES], values[_PACKETS], age))
-        append((sample, values[_COOKIE]))
     return entries
 
 

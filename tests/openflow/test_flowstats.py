@@ -230,6 +230,21 @@ def test_reads_the_counters_cookie_and_age_of_an_entry() -> None:
     assert cookie == 0xC0FFEE
 
 
+def test_the_next_poll_reads_new_counters_for_the_flow_it_already_knows() -> None:
+    """A match is decoded once: later polls of the same entry give its new counters and
+    age with the very same flow."""
+    fields = [("eth_type", 0x0800), ("ip_proto", 6), ("ipv4_src", "10.9.0.1")]
+    fields += [("ipv4_dst", "10.9.0.2"), ("tcp_src", 33000), ("tcp_dst", 443)]
+    entry = bytearray(_entry(fields, random.Random(8)))
+    [(first, _)] = decode_count_entries(bytes(entry))
+    struct.pack_into("!II", entry, 4, int(first.age_s) + 1, 0)
+    struct.pack_into("!QQ", entry, 32, first.packets + 3, first.bytes + 4500)
+    [(second, _)] = decode_count_entries(bytes(entry))
+    assert second.flow is first.flow
+    assert (second.bytes, second.packets) == (first.bytes + 4500, first.packets + 3)
+    assert second.age_s == int(first.age_s) + 1
+
+
 def test_an_empty_body_has_no_entries() -> None:
     assert decode_count_entries(b"") == []
     assert decode_count_replies([]) == []
