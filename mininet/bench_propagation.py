@@ -8,7 +8,7 @@ confirmed the new version with a barrier. The client-side time of each PUT
 is the propagation latency; the script prints p50/p99/max, and the first
 change after start-up on its own line.
 
-    python mininet/bench_propagation.py [--switches 10] [--rules 100] [--changes 50]
+    python mininet/bench_propagation.py [--switches 10] [--rules 100] [--changes 200]
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--switches", type=int, default=10)
     parser.add_argument("--rules", type=int, default=100)
-    parser.add_argument("--changes", type=int, default=50)
+    parser.add_argument("--changes", type=int, default=200)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="flowlane-prop-") as tmp:

@@ -65,6 +65,9 @@ LOG = logging.getLogger("flowlane.redis")
 ApplyPolicy = Callable[[Policy, int], None]
 ApplyJobs = Callable[[tuple[JobSpec, ...]], None]
 
+APPLIED_KEY = ("applied",)
+"""The store writer's key for the switches' confirmed versions: one urgent write for all."""
+
 CHECK_INTERVAL_S = 2.0
 """How often the follower re-reads the active version (and the store's epoch) besides the
 announcements: it reads the whole active record, so not as often as the heartbeat."""
@@ -154,6 +157,8 @@ class RedisLink:
         self._max_backoff_s = max_backoff_s
         self._lock = threading.Lock()
         self._latest: dict[int, SyncReport] = {}
+        self._applied_pending: dict[int, int | None] = {}
+        """Confirmed versions not yet written (``_write_applied``), by switch."""
         self._outbox = Outbox()
         """The last report of every connected switch: re-sent whenever Redis comes back,
         since a Redis that restarted may have lost them and the app only reports changes."""
@@ -452,17 +457,28 @@ class RedisLink:
         # The report first: it also carries the applied version, so an older report
         # still in flight is written before this urgent version, never after it.
         self._send(dpid, report)
-        self._outbox.put(
-            ("applied", dpid),
-            f"applied version of switch {dpid:016x}",
-            lambda: self.switches.set_applied(dpid, version, self.controller_id),
-            urgent=True,
-        )
+        with self._lock:
+            self._applied_pending[dpid] = version
+        self._outbox.put(APPLIED_KEY, "applied versions", self._write_applied, urgent=True)
+
+    def _write_applied(self) -> None:
+        """Every confirmation handed over since the last write, in one transaction: after a
+        change, ten switches confirm within milliseconds of each other."""
+        with self._lock:
+            pending, self._applied_pending = self._applied_pending, {}
+        try:
+            self.switches.set_applied_many(pending, self.controller_id)
+        except Exception:
+            with self._lock:  # kept for the next attempt; a newer confirmation wins
+                self._applied_pending = {**pending, **self._applied_pending}
+            raise
 
     def _write_report(self, report: SyncReport) -> None:
         self.switches.report(switch_report(report, self.controller_id))
 
     def switch_gone(self, dpid: int) -> None:
+        with self._lock:
+            self._applied_pending.pop(dpid, None)  # its removal takes the version with it
         self._send(dpid, None)
         self._outbox.put(
             ("flows", dpid), f"flow view of switch {dpid:016x}", lambda: self.flows.remove(dpid)

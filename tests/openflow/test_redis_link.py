@@ -7,6 +7,7 @@ counted and never followed backwards.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import time
@@ -200,6 +201,27 @@ def test_outage_keeps_reports_and_catches_up(
     policy, version = applied.get(timeout=10)
     assert version == 2 and policy.default_class == "training"
     harness.wait_for("the flag to clear", lambda: link.regression is None, 5)
+
+
+def test_confirmations_of_many_switches_all_reach_the_store(
+    server: RedisServer, follower: tuple[RedisLink, Applied]
+) -> None:
+    link, _ = follower
+    for dpid in range(1, 11):
+        link.switch_synced(dataclasses.replace(sync_report(4), dpid=dpid))
+    assert link.drain(5)
+    switches = SwitchStore(connect(server.url))
+    assert switches.applied() == {f"{dpid:016x}": 4 for dpid in range(1, 11)}
+
+
+def test_a_switch_gone_before_its_confirmation_is_written_is_not_confirmed(
+    server: RedisServer, follower: tuple[RedisLink, Applied]
+) -> None:
+    link, _ = follower
+    link.switch_synced(dataclasses.replace(sync_report(4), dpid=7))
+    link.switch_gone(7)
+    assert link.drain(5)
+    assert SwitchStore(connect(server.url)).applied() == {}
 
 
 # ---- heartbeats -------------------------------------------------------------------------

@@ -209,6 +209,30 @@ def test_remove_controller_keeps_a_switch_another_controller_took_over(
     assert store.live_controllers(60) == ["new"]
 
 
+def test_many_confirmations_are_one_write_with_one_announcement_each(
+    redis_client: redis.Redis, store: SwitchStore
+) -> None:
+    store.set_applied(3, 1, "ctl")
+    subscriber = redis_client.pubsub()
+    subscriber.subscribe(store.applied_channel)
+    assert subscriber.get_message(timeout=1)["type"] == "subscribe"
+    store.set_applied_many({1: 7, 2: 7, 3: None}, "ctl")
+    assert store.applied() == {"0000000000000001": 7, "0000000000000002": 7}
+    assert redis_client.hgetall("flowlane:switch-owners") == {
+        "0000000000000001": "ctl",
+        "0000000000000002": "ctl",
+        "0000000000000003": "ctl",
+    }
+    announced = [subscriber.get_message(timeout=1) for _ in range(3)]
+    assert sorted(m["data"] for m in announced if m) == [
+        "0000000000000001",
+        "0000000000000002",
+        "0000000000000003",
+    ]
+    store.set_applied_many({}, "ctl")  # nothing to write: no round trip, no error
+    subscriber.close()
+
+
 @pytest.mark.parametrize("bound", [0.0, -1.0])
 def test_the_prune_bound_must_be_positive(redis_client: redis.Redis, bound: float) -> None:
     with pytest.raises(ValueError, match=r"^prune_after_s must be positive"):
