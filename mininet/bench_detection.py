@@ -227,36 +227,6 @@ def _thresholds(policy: Path) -> Any:
     return Thresholds.from_spec(loaded.detection, loaded.ports.rate.bps)
 
 
-@contextlib.contextmanager
-def _revalidation(milliseconds: int | None) -> Any:
-    """OVS refreshes flow counters when it revalidates (every 500 ms unless told): no
-    detection is faster. Set for the run, then put back as it was."""
-    import subprocess
-
-    if milliseconds is None:
-        yield
-        return
-    key = "other_config:max-revalidator"
-    read = subprocess.run(
-        ["ovs-vsctl", "--if-exists", "get", "Open_vSwitch", ".", key],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    before = read.stdout.strip().strip('"')
-    subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"{key}={milliseconds}"], check=True)
-    try:
-        yield
-    finally:
-        if before:
-            subprocess.run(["ovs-vsctl", "set", "Open_vSwitch", ".", f"{key}={before}"], check=True)
-        else:
-            subprocess.run(
-                ["ovs-vsctl", "remove", "Open_vSwitch", ".", "other_config", "max-revalidator"],
-                check=True,
-            )
-
-
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import harness
     from topologies import SWITCH, SingleSwitchTopo
@@ -277,7 +247,11 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     topo = SingleSwitchTopo(training_senders=1, inference_clients=2)
     elephants: list[dict[str, Any]] = []
     with (
-        _revalidation(args.revalidate_ms),
+        (
+            contextlib.nullcontext()
+            if args.revalidate_ms is None
+            else harness.max_revalidator(args.revalidate_ms)
+        ),
         harness.network(topo, ofp_port) as net,
         harness.controller(
             policy, workdir / "controller.log", ofp_port, metrics_port=metrics_port

@@ -34,8 +34,9 @@ BULK_PORT = 6001
 BULK_RATE = 2000.0
 BULK_SIZE = 1200
 """About 19 Mbit/s: well above the detection rate, far below the port rate."""
-# Detection polls every 500 ms: the userspace datapath refreshes the counters of learned
-# entries about twice a second (its revalidators), so shorter windows would read no growth.
+# Detection polls every 500 ms: OVS refreshes the counters of learned entries when it
+# revalidates (every 500 ms unless other_config:max-revalidator says otherwise), so a
+# shorter interval would only see the same refreshes more often.
 
 POLICY = """\
 classes:

@@ -426,6 +426,29 @@ def ofctl_tx_packets(bridge: str) -> dict[int, int]:
     }
 
 
+@contextlib.contextmanager
+def max_revalidator(milliseconds: int | None) -> Iterator[None]:
+    """ovs-vswitchd's ``other_config:max-revalidator`` (how often it refreshes flow
+    counters) set to ``milliseconds``, or unset (its 500 ms) for None, for the block; put
+    back as it was after, since it belongs to the machine's ovs-vswitchd."""
+
+    def vsctl(*args: str) -> str:
+        return subprocess.run(
+            ["ovs-vsctl", *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    key = "other_config:max-revalidator"
+    unset = ("remove", "Open_vSwitch", ".", "other_config", "max-revalidator")
+    before = vsctl("--if-exists", "get", "Open_vSwitch", ".", key).strip('"')
+    vsctl(
+        *(unset if milliseconds is None else ("set", "Open_vSwitch", ".", f"{key}={milliseconds}"))
+    )
+    try:
+        yield
+    finally:
+        vsctl(*(("set", "Open_vSwitch", ".", f"{key}={before}") if before else unset))
+
+
 def set_rstp(bridges: list[str], root: str | None) -> None:
     """RSTP on every bridge with ``root`` as the root bridge, or (``root`` None) off everywhere.
 

@@ -44,3 +44,21 @@ class Thresholds:
             release_ratio=elephant.release_ratio,
             max_tracked=spec.max_tracked,
         )
+
+
+def refresh_warning(interval_s: float, refresh_s: float) -> str | None:
+    """Why polling faster than the switch refreshes its counters buys nothing; None if not.
+
+    Open vSwitch counts a flow's bytes into its entries when it revalidates
+    its datapath flows (``other_config:max-revalidator``): a poll between two
+    refreshes reads the same numbers again, so a flow is caught no sooner
+    than the refresh however short the interval.
+    """
+    if interval_s >= refresh_s - 1e-9:
+        return None
+    return (
+        f"detection interval {interval_s * 1000:g} ms is shorter than the switch's counter"
+        f" refresh ({refresh_s * 1000:g} ms, other_config:max-revalidator): flows are caught"
+        f" no sooner than the refresh; set max-revalidator={round(interval_s * 1000)} on"
+        " the switch, or lengthen the interval"
+    )

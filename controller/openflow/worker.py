@@ -28,6 +28,7 @@ from controller.classify.reclassify import (
     split_samples,
 )
 from controller.classify.records import ObservedFlow
+from controller.classify.thresholds import refresh_warning
 from controller.openflow import messages, wire
 from controller.openflow.channel import Channel
 from controller.openflow.flowstats import decode_count_replies
@@ -132,6 +133,8 @@ class SwitchWorker:
         self._qos_plans: dict[str, PortQos] = {}
         self._qos_applied: dict[str, PortQos] | None = None
         self._count_limit: int | None = None
+        self._refresh_checked: float | None = None
+        """The detection interval last checked against the switch's counter refresh."""
         self.bridge: Bridge | None = None
         self._next_queue_read = 0.0
         self._queue_stats: dict[tuple[str, str], QueueStats] = {}
@@ -613,6 +616,17 @@ class SwitchWorker:
             if summary:
                 LOG.debug("switch %s: %s", self.tag, summary)
 
+    def _check_refresh(self, interval_s: float) -> None:
+        try:
+            refresh = self.settings.ovsdb.revalidation_s()
+        except OvsdbError as exc:
+            LOG.debug("switch %s: counter refresh not read: %s", self.tag, exc.detail)
+            return
+        warning = refresh_warning(interval_s, refresh)
+        if warning is not None and warning not in _WARNED:
+            _WARNED.add(warning)  # one ovs-vswitchd serves every local switch: say it once
+            LOG.warning("%s", warning)
+
     def _sync_qos(self) -> str:
         """Queues to the newest plan of this switch, and the counting table's cap."""
         if not self.settings.manage_qos:
@@ -627,6 +641,9 @@ class SwitchWorker:
                 self._count_limit = spec.max_tracked
             except OvsdbError as exc:
                 LOG.error("switch %s: counting table not capped: %s", self.tag, exc.detail)
+        if spec is not None and self._refresh_checked != spec.interval:
+            self._refresh_checked = spec.interval
+            self._check_refresh(spec.interval)
         plans = self._qos_plans
         outcome = reconcile_bridge(self.settings.ovsdb, bridge, plans)
         self._qos_applied = plans if outcome.ok and not outcome.vanished else None
@@ -695,6 +712,9 @@ class SwitchWorker:
                 LOG.error("switch %s: cannot read OVSDB bridges: %s; will retry", self.tag, exc)
         return self.bridge
 
+
+_WARNED: set[str] = set()
+"""Warnings about the local ovs-vswitchd already logged by this process."""
 
 _FOREIGN_GROUP = GroupEntry(type=GroupType.ALL, buckets=(), group_id=0xFFFFFF00 - 1)
 """Stands for a group flowlane cannot decode: never equal to a planned one, so it is deleted."""

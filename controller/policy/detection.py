@@ -108,7 +108,7 @@ class ElephantSpec(BaseModel):
     """When a flow counts as an elephant, and the class it then moves to.
 
     An elephant is a flow that is *throughput-bound*: it keeps up ``rate`` (a
-    share of the port, or bit/s) over every polling window for ``for``, or
+    share of the port, or bit/s) from each growth of its counter to the next for ``for``, or
     sends ``bytes`` while keeping it up.  Bytes sent below the rate never
     count, so a keep-alive inference connection carrying requests at a small
     share of the port is never demoted however much it sends over its life,

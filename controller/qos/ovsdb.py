@@ -22,6 +22,10 @@ OWNER_KEY = "flowlane-port"
 DEFAULT_TIMEOUT_S = 10
 
 
+DEFAULT_REVALIDATION_MS = 500
+"""ovs-vswitchd's ``max-revalidator`` when ``other_config`` does not set it."""
+
+
 class OvsdbError(RuntimeError):
     """An OVSDB transaction failed; ``ports`` names the ports it was for."""
 
@@ -264,6 +268,15 @@ class Ovsdb:
         if args:
             self._run(args, freed)
         return freed
+
+    def revalidation_s(self) -> float:
+        """How often ovs-vswitchd refreshes flow counters: it does so when it revalidates
+        its datapath flows, at most every ``other_config:max-revalidator`` ms (500 unset)."""
+        text = self._run(
+            ["--if-exists", "get", "Open_vSwitch", ".", "other_config:max-revalidator"]
+        )
+        milliseconds = _int(text.strip().strip('"'))
+        return (milliseconds if milliseconds is not None else DEFAULT_REVALIDATION_MS) / 1000
 
     def flow_table_limit(self, bridge: str, table_id: int) -> int | None:
         for row in self._table("bridge", "name,flow_tables"):

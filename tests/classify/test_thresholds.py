@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.classify.thresholds import Thresholds
+from controller.classify.thresholds import Thresholds, refresh_warning
 from controller.policy.detection import DetectionSpec
 
 
@@ -63,3 +63,12 @@ def test_a_rate_never_rounds_down_to_zero() -> None:
 def test_the_port_rate_must_be_positive(port_rate: int) -> None:
     with pytest.raises(ValueError, match="port rate must be positive"):
         Thresholds.from_spec(_spec(bytes=1), port_rate)
+
+
+def test_an_interval_shorter_than_the_counter_refresh_gets_a_warning_naming_the_fix() -> None:
+    warning = refresh_warning(0.1, 0.5)
+    assert warning is not None
+    assert "100 ms" in warning and "500 ms" in warning and "max-revalidator=100" in warning
+    assert refresh_warning(0.5, 0.5) is None  # the default interval and the default refresh
+    assert refresh_warning(1.0, 0.5) is None
+    assert refresh_warning(0.1, 0.1) is None

@@ -7,9 +7,9 @@ import struct
 import time
 from typing import Any
 
+import flow_stats_replies as replies
 import pytest
 from os_ken.controller import ofp_event
-from os_ken.lib.pack_utils import msg_pack_into
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
@@ -24,8 +24,6 @@ from controller.openflow.flowstats import (
     multipart_body,
 )
 
-MAX_BODY = 0xFFFF - v13.OFP_MULTIPART_REPLY_SIZE
-
 
 class _Datapath:
     ofproto = v13
@@ -36,61 +34,16 @@ class _Datapath:
 def _entry(
     fields: list[tuple[str, Any]], rng: random.Random, instructions: int = 0, table: int = 3
 ) -> bytes:
-    """One ofp_flow_stats as a switch sends it, laid out by os-ken's own pack strings."""
-    match = v13_parser.OFPMatch(_ordered_fields=fields)
-    tail = bytearray()
-    match_length = match.serialize(tail, 0)
-    for index in range(instructions):
-        if index % 2:
-            instruction: Any = v13_parser.OFPInstructionGotoTable(2)
-        else:
-            actions = [v13_parser.OFPActionSetField(ip_dscp=26), v13_parser.OFPActionOutput(3)]
-            instruction = v13_parser.OFPInstructionActions(v13.OFPIT_APPLY_ACTIONS, actions)
-        offset = len(tail)
-        instruction.serialize(tail, offset)
-    assert match_length <= len(tail)
-    entry = bytearray()
-    msg_pack_into(
-        v13.OFP_FLOW_STATS_0_PACK_STR,
-        entry,
-        0,
-        v13.OFP_FLOW_STATS_0_SIZE + len(tail),
-        table,
-        rng.randrange(1 << 32),
-        rng.randrange(1_000_000_000),
-        rng.randrange(1 << 16),
-        10,
-        0,
-        0,
-        rng.choice([0, 1 << 40, rng.randrange(1 << 64)]),
-        rng.randrange(1 << 64),
-        rng.choice([0, rng.randrange(1 << 64)]),
+    return replies.entry(
+        v13_parser.OFPMatch(_ordered_fields=fields), rng, table=table, instructions=instructions
     )
-    return bytes(entry + tail)
-
-
-def _reply(body: bytes, more: bool = False, xid: int = 0x55) -> bytes:
-    flags = v13.OFPMPF_REPLY_MORE if more else 0
-    header = struct.pack("!BBHIHH4x", 4, v13.OFPT_MULTIPART_REPLY, 16 + len(body), xid, 1, flags)
-    return header + body
-
-
-def _parts(entries: list[bytes]) -> list[bytes]:
-    """Reply bodies of at most 64 KiB, as a switch splits a big table into parts."""
-    bodies, current = [], b""
-    for entry in entries:
-        if len(current) + len(entry) > MAX_BODY:
-            bodies.append(current)
-            current = b""
-        current += entry
-    return [*bodies, current]
 
 
 def _oskens(bodies: list[bytes]) -> list[tuple[CounterSample, int]]:
     """What the worker got from os-ken: parse each whole message, then ``FlowId.from_oxm``."""
     out = []
     for index, body in enumerate(bodies):
-        message = _reply(body, more=index < len(bodies) - 1)
+        message = replies.reply(body, more=index < len(bodies) - 1)
         msg = ofproto_parser.msg(
             _Datapath(), 4, v13.OFPT_MULTIPART_REPLY, len(message), 0x55, message
         )
@@ -191,7 +144,7 @@ def _table(rng: random.Random, count: int) -> list[bytes]:
 
 def test_decodes_exactly_what_the_os_ken_path_gives() -> None:
     rng = random.Random(12)
-    bodies = _parts(_table(rng, 3000))
+    bodies = replies.parts(_table(rng, 3000))
     assert len(bodies) > 1
     expected = _oskens(bodies)
     got = decode_count_replies(bodies)
@@ -266,8 +219,8 @@ def test_a_zero_length_entry_is_an_error_not_a_loop() -> None:
 def test_multipart_body_is_the_part_after_the_reply_header() -> None:
     rng = random.Random(4)
     body = _entry(_five_tuple(rng), rng)
-    assert bytes(multipart_body(_reply(body))) == body
-    port_stats = bytearray(_reply(body))
+    assert bytes(multipart_body(replies.reply(body))) == body
+    port_stats = bytearray(replies.reply(body))
     struct.pack_into("!H", port_stats, 8, v13.OFPMP_PORT_STATS)
     with pytest.raises(FlowStatsError, match="multipart type 4"):
         multipart_body(bytes(port_stats))
@@ -285,7 +238,7 @@ def test_raw_flow_stats_keeps_registered_replies_from_os_ken(
     raw.install()  # idempotent: the original parser is wrapped once
     rng = random.Random(5)
     body = b"".join(_table(rng, 50))
-    message = _reply(body, more=True, xid=0x99)
+    message = replies.reply(body, more=True, xid=0x99)
 
     def parse(xid: int) -> Any:
         data = bytearray(message)
@@ -321,7 +274,7 @@ def test_lean_decoder_is_much_faster_than_os_ken_on_10000_entries() -> None:
         proto = "tcp" if index % 3 else "udp"
         fields += [(f"{proto}_src", rng.randrange(1 << 16)), (f"{proto}_dst", 5201)]
         entries.append(_entry(fields, rng))
-    bodies = _parts(entries)
+    bodies = replies.parts(entries)
 
     started = time.perf_counter()
     expected = _oskens(bodies)

@@ -7,8 +7,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import flow_stats_replies as replies
 import pytest
-from os_ken.lib.pack_utils import msg_pack_into
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
@@ -22,7 +22,6 @@ from controller.pipeline.planner import plan_switch
 from controller.policy.load import load_policy_file
 
 REPO = Path(__file__).resolve().parents[2]
-MAX_BODY = 0xFFFF - v13.OFP_MULTIPART_REPLY_SIZE
 COUNT_TABLE = 3
 
 
@@ -33,45 +32,12 @@ class _Datapath:
 
 
 def _entry(match: Any, rng: random.Random, table: int, priority: int, cookie: int) -> bytes:
-    """One ofp_flow_stats as a switch sends it: os-ken's pack string, match, an instruction."""
-    tail = bytearray()
-    match.serialize(tail, 0)
-    actions = [v13_parser.OFPActionSetField(ip_dscp=26), v13_parser.OFPActionOutput(3)]
-    v13_parser.OFPInstructionActions(v13.OFPIT_APPLY_ACTIONS, actions).serialize(tail, len(tail))
-    entry = bytearray()
-    msg_pack_into(
-        v13.OFP_FLOW_STATS_0_PACK_STR,
-        entry,
-        0,
-        v13.OFP_FLOW_STATS_0_SIZE + len(tail),
-        table,
-        rng.randrange(1 << 32),
-        rng.randrange(1_000_000_000),
-        priority,
-        0,
-        0,
-        0,
-        cookie,
-        rng.randrange(1 << 64),
-        rng.randrange(1 << 64),
-    )
-    return bytes(entry + tail)
+    return replies.entry(match, rng, table=table, instructions=1, priority=priority, cookie=cookie)
 
 
 def _planned(flow: FlowEntry, rng: random.Random) -> bytes:
     match = messages.ofp_match(v13_parser, flow.match)
     return _entry(match, rng, flow.table_id, flow.priority, flow.cookie)
-
-
-def _parts(entries: list[bytes], limit: int = MAX_BODY) -> list[bytes]:
-    """Reply bodies of at most ``limit`` bytes, as a switch splits a big table into parts."""
-    bodies, current = [], b""
-    for entry in entries:
-        if len(current) + len(entry) > limit:
-            bodies.append(current)
-            current = b""
-        current += entry
-    return [*bodies, current]
 
 
 def _oskens(bodies: list[bytes]) -> list[FlowCounters]:
@@ -106,7 +72,7 @@ def _every_planned_entry(rng: random.Random) -> list[bytes]:
 def test_every_planned_entry_reads_back_as_os_ken_reads_it() -> None:
     rng = random.Random(3)
     entries = _every_planned_entry(rng)
-    bodies = _parts(entries, limit=4096)
+    bodies = replies.parts(entries, limit=4096)
     assert len(bodies) > 1  # entries of one reply arrive in parts
     got = installed_entries([memoryview(body) for body in bodies], COUNT_TABLE)
     assert got == _oskens(bodies)
