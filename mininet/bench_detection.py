@@ -213,10 +213,6 @@ def _finite(value: float) -> float | None:
     return round(value, 4) if value < math.inf else None
 
 
-def _percentile(ordered: list[float], share: float) -> float:
-    return ordered[max(0, -(-len(ordered) * int(share * 100) // 100) - 1)]
-
-
 def _thresholds(policy: Path) -> Any:
     """The criterion as the controller resolves it: rate in bit/s, ``for`` in seconds."""
     from controller.classify.thresholds import Thresholds
@@ -230,6 +226,8 @@ def _thresholds(policy: Path) -> Any:
 def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     import harness
     from topologies import SWITCH, SingleSwitchTopo
+
+    from controller.scenario.stats import percentile
 
     harness.check_prerequisites()
     policy = workdir / "detection.yaml"
@@ -370,7 +368,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "detected": detected,
         "latency_s": {
             "p50": _finite(statistics.median_low(latencies)) if latencies else None,
-            "p95": _finite(_percentile(latencies, 0.95)) if latencies else None,
+            "p95": _finite(percentile(latencies, 95)) if latencies else None,
             "max": _finite(latencies[-1]) if latencies else None,
         },
         "table_read": {

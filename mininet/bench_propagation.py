@@ -29,6 +29,8 @@ from mininet.topo import LinearTopo
 from rich.console import Console
 from rich.table import Table
 
+from controller.scenario.stats import percentile
+
 BASE_PORT = 10_000
 TARGET_P99_MS = 50.0
 
@@ -55,12 +57,6 @@ def policy_document(rules: int, flipped: int | None = None) -> dict[str, Any]:
         ],
         "ports": {"rate": "1Gbit"},
     }
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    rank = max(1, -(-len(ordered) * p // 100))
-    return ordered[int(rank) - 1]
 
 
 def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any]:
@@ -119,7 +115,7 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
         "first_change_ms": round(first, 2),
         "latency_ms": {
             "p50": round(statistics.median(latencies), 2),
-            "p99": round(percentile(latencies, 99), 2),
+            "p99": round(percentile(sorted(latencies), 99), 2),
             "max": round(max(latencies), 2),
             "mean": round(statistics.fmean(latencies), 2),
         },

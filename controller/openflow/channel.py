@@ -14,7 +14,7 @@ from typing import Any
 
 from controller.openflow.flowstats import RawFlowStats
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
-from controller.openflow.wire import encode, with_xid
+from controller.openflow.wire import BARRIER, with_xid
 
 _XID_LOCK = threading.Lock()
 
@@ -101,13 +101,12 @@ class Channel:
         connection's send thread, and on a busy interpreter each hand-off
         waits its turn.
         """
-        barrier = self.datapath.ofproto_parser.OFPBarrierRequest(self.datapath)
-        *sent, barrier_xid = reserve_xids(self.datapath, len(encoded) + 1)
-        barrier.set_xid(barrier_xid)
-        for xid in (*sent, barrier_xid):
+        xids = reserve_xids(self.datapath, len(encoded) + 1)
+        *sent, barrier_xid = xids
+        for xid in xids:
             self._replies.expect(self.dpid, xid)
         out = b"".join(
-            [*(with_xid(msg, xid) for msg, xid in zip(encoded, sent, strict=True)), encode(barrier)]
+            with_xid(msg, xid) for msg, xid in zip((*encoded, BARRIER), xids, strict=True)
         )
         try:
             self._awaited(barrier_xid, bool(self.datapath.send(out)))

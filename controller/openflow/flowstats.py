@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import struct
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from controller.classify.flows import (
@@ -41,9 +41,9 @@ OFPXMC_OPENFLOW_BASIC = 0x8000
 MULTIPART_REPLY_HEADER = 16
 """ofp_header (8) + type, flags and 4 bytes of padding: where a reply part's body starts."""
 
-_HEAD = struct.Struct(">HBxII12xQQQHH")
+ENTRY_HEAD = struct.Struct(">HBxIIH10xQQQHH")
 """ofp_flow_stats up to and with its match header: length, table_id, duration_sec,
-duration_nsec, (priority, timeouts, flags, padding), cookie, packet_count, byte_count,
+duration_nsec, priority, (timeouts, flags, padding), cookie, packet_count, byte_count,
 match type, match length."""
 _MATCH_AT = 48
 """Where an entry's match starts; its OXM fields start 4 bytes later."""
@@ -83,25 +83,55 @@ _flows: dict[bytes, FlowId | None] = {}
 switch: the same bytes are the same flow wherever they come from."""
 
 
-def _decode_match(oxms: bytes) -> FlowId | None:
-    """The flow one match describes, walking its OXM fields; last of a repeated field wins."""
-    fields: dict[str, object] = {}
+Oxm = tuple[int | None, bool, bytes]
+"""One OXM field: its number if of the OpenFlow basic class (None otherwise), whether it is
+masked, and its value bytes (value then mask when masked)."""
+
+
+def oxm_fields(oxms: bytes) -> list[Oxm] | None:
+    """A match's OXM fields in order; None when their lengths do not add up to the match."""
+    fields: list[Oxm] = []
     position, end = 0, len(oxms)
     while position + 4 <= end:
         (header,) = _OXM_HEAD.unpack_from(oxms, position)
         length = header & 0xFF
-        value = oxms[position + 4 : position + 4 + length]
+        basic = (header >> 9) & 0x7F if header >> 16 == OFPXMC_OPENFLOW_BASIC else None
+        fields.append((basic, bool(header & 0x100), oxms[position + 4 : position + 4 + length]))
         position += 4 + length
-        known = _FIELDS.get((header >> 9) & 0x7F) if header >> 16 == OFPXMC_OPENFLOW_BASIC else None
-        if known is None:
-            continue
-        name, size = known
-        masked = header & 0x100
-        fields[name] = (
-            _UNUSABLE if masked or length != size or len(value) != size else int.from_bytes(value)
-        )
-    if position != end:
+    return fields if position == end else None
+
+
+def entries(body: bytes | bytearray | memoryview) -> Iterator[tuple[tuple[int, ...], bytes | None]]:
+    """Each entry of one reply body: its head (``ENTRY_HEAD``'s fields) and its OXM fields'
+    bytes, None for a match that is not OXM or does not fit its entry."""
+    buf = bytes(body)
+    head = ENTRY_HEAD.unpack_from
+    offset, end = 0, len(buf)
+    while offset < end:
+        if offset + ENTRY_HEAD.size > end:
+            raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
+        fields = head(buf, offset)
+        length, kind, match_length = fields[0], fields[-2], fields[-1]
+        if length < ENTRY_HEAD.size or offset + length > end:
+            raise FlowStatsError(f"flow-stats entry at byte {offset} has length {length}")
+        oxms = None
+        if kind == OFPMT_OXM and 4 <= match_length <= length - _MATCH_AT:
+            oxms = buf[offset + _MATCH_AT + 4 : offset + _MATCH_AT + match_length]
+        yield fields, oxms
+        offset += length
+
+
+def _decode_match(oxms: bytes) -> FlowId | None:
+    """The flow one match describes; the last of a repeated field wins, as in os-ken."""
+    tlvs = oxm_fields(oxms)
+    if tlvs is None:
         return None
+    fields: dict[str, object] = {}
+    for basic, masked, value in tlvs:
+        known = _FIELDS.get(basic) if basic is not None else None
+        if known is not None:
+            name, size = known
+            fields[name] = _UNUSABLE if masked or len(value) != size else int.from_bytes(value)
     return FlowId.from_oxm(fields)
 
 
@@ -115,32 +145,23 @@ def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
     # The loop runs once per counted flow on every poll: the named tuples are made with
     # tuple.__new__ (their generated __new__ is Python code, a third of the time per entry).
     new = tuple.__new__
-    buf = bytes(body)
-    head, flows = _HEAD.unpack_from, _flows
-    entries: list[Entry] = []
-    append = entries.append
-    offset, end = 0, len(buf)
-    while offset < end:
-        if offset + _HEAD.size > end:
-            raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
-        length, _table, seconds, nanoseconds, cookie, packets, octets, kind, match_length = head(
-            buf, offset
-        )
-        if length < _HEAD.size or offset + length > end:
-            raise FlowStatsError(f"flow-stats entry at byte {offset} has length {length}")
-        if kind == OFPMT_OXM and 4 <= match_length <= length - _MATCH_AT:
-            oxms = buf[offset + _MATCH_AT + 4 : offset + _MATCH_AT + match_length]
-            try:
-                flow = flows[oxms]
-            except KeyError:
-                if len(flows) >= _MAX_FLOWS:
-                    flows.clear()
-                flow = flows[oxms] = _decode_match(oxms)
-            if flow is not None:
-                sample = new(CounterSample, (flow, octets, packets, seconds + nanoseconds / 1e9))
-                append((sample, cookie))
-        offset += length
-    return entries
+    flows = _flows
+    decoded: list[Entry] = []
+    append = decoded.append
+    for (_, _, seconds, nanoseconds, _, cookie, packets, octets, _, _), oxms in entries(body):
+        if oxms is None:
+            continue
+        try:
+            flow = flows[oxms]
+        except KeyError:
+            if len(flows) >= _MAX_FLOWS:
+                flows.clear()
+            flow = flows[oxms] = _decode_match(oxms)
+        if flow is not None:
+            append(
+                (new(CounterSample, (flow, octets, packets, seconds + nanoseconds / 1e9)), cookie)
+            )
+    return decoded
 
 
 def decode_count_replies(bodies: Iterable[bytes | bytearray | memoryview]) -> list[Entry]:

@@ -17,58 +17,38 @@ by its cookie) for a match using a field flowlane does not model.
 from __future__ import annotations
 
 import functools
-import struct
 from collections.abc import Iterable
 from typing import Final
 
 from os_ken.ofproto import ofproto_v1_3 as v13
-from os_ken.ofproto import oxm_fields
+from os_ken.ofproto.oxm_fields import OpenFlowBasic
 
-from controller.openflow.flowstats import FlowStatsError
+from controller.openflow.flowstats import entries, oxm_fields
 from controller.openflow.stats import FlowCounters
 from controller.pipeline.flows import FIELD_BITS, FlowKey, InstalledFlow, MatchField, make_match
-
-_HEAD: Final = struct.Struct(">HBxIIHHHH4xQQQHH")
-"""ofp_flow_stats up to and with its match header: length, table_id, duration (2),
-priority, idle and hard timeouts, flags, cookie, packet_count, byte_count, match type
-and match length."""
-_LENGTH, _TABLE, _PRIORITY, _COOKIE, _PACKETS, _BYTES, _MATCH_TYPE, _MATCH_LENGTH = (
-    0,
-    1,
-    4,
-    8,
-    9,
-    10,
-    11,
-    12,
-)
-_MATCH_AT: Final = 48
-"""Where an entry's match starts; its OXM fields start 4 bytes later."""
-_OXM_HEAD: Final = struct.Struct(">I")
 
 _BASIC_FIELDS: Final = {
     field.oxm_field: field.name
     for field in v13.oxm_types
-    if isinstance(field, oxm_fields.OpenFlowBasic) and field.name in FIELD_BITS
+    if isinstance(field, OpenFlowBasic) and field.name in FIELD_BITS
 }
 """OXM field number (OpenFlow basic class) → name, for the fields a plan can hold."""
 
 
 @functools.lru_cache(maxsize=65_536)
-def _key(table_id: int, priority: int, oxms: bytes) -> tuple[FlowKey, bool]:
+def _key(table_id: int, priority: int, oxms: bytes | None) -> tuple[FlowKey, bool]:
     """An entry's key and whether it is opaque, from its OXM fields' bytes."""
+    opaque = FlowKey(table_id, priority, ()), True
+    tlvs = oxm_fields(oxms) if oxms is not None else None
+    if tlvs is None:
+        return opaque
     fields: list[MatchField] = []
-    position = 0
-    while position + 4 <= len(oxms):
-        (header,) = _OXM_HEAD.unpack_from(oxms, position)
-        length = header & 0xFF
-        value = oxms[position + 4 : position + 4 + length]
-        position += 4 + length
-        name = _BASIC_FIELDS.get((header >> 9) & 0x7F) if header >> 16 == 0x8000 else None
-        if name is None or len(value) != length:
-            return FlowKey(table_id, priority, ()), True
-        if header & 0x100:
-            half = length // 2
+    for basic, masked, value in tlvs:
+        name = _BASIC_FIELDS.get(basic) if basic is not None else None
+        if name is None:
+            return opaque
+        if masked:
+            half = len(value) // 2
             fields.append(
                 MatchField(
                     name, int.from_bytes(value[:half], "big"), int.from_bytes(value[half:], "big")
@@ -76,12 +56,10 @@ def _key(table_id: int, priority: int, oxms: bytes) -> tuple[FlowKey, bool]:
             )
         else:
             fields.append(MatchField(name, int.from_bytes(value, "big")))
-    if position != len(oxms):
-        return FlowKey(table_id, priority, ()), True
     try:
         return FlowKey(table_id, priority, make_match(*fields)), False
     except ValueError:  # one field twice with different values: not a match we write
-        return FlowKey(table_id, priority, ()), True
+        return opaque
 
 
 def installed_entries(
@@ -92,28 +70,10 @@ def installed_entries(
     The counting table is skipped: it holds one learned entry per live flow,
     which OVS owns and the diff ignores.
     """
-    entries: list[FlowCounters] = []
+    installed: list[FlowCounters] = []
     for body in bodies:
-        buf = bytes(body)
-        offset, end = 0, len(buf)
-        while offset < end:
-            if offset + _HEAD.size > end:
-                raise FlowStatsError(f"flow-stats entry at byte {offset} is truncated")
-            head = _HEAD.unpack_from(buf, offset)
-            length = head[_LENGTH]
-            if length < _HEAD.size or offset + length > end:
-                raise FlowStatsError(f"flow-stats entry at byte {offset} has length {length}")
-            if head[_TABLE] != skipped_table:
-                match_length = head[_MATCH_LENGTH]
-                if (
-                    head[_MATCH_TYPE] != v13.OFPMT_OXM
-                    or not 4 <= match_length <= length - _MATCH_AT
-                ):
-                    key, opaque = FlowKey(head[_TABLE], head[_PRIORITY], ()), True
-                else:
-                    oxms = buf[offset + _MATCH_AT + 4 : offset + _MATCH_AT + match_length]
-                    key, opaque = _key(head[_TABLE], head[_PRIORITY], oxms)
-                flow = InstalledFlow(key, head[_COOKIE], opaque)
-                entries.append(FlowCounters(flow, head[_PACKETS], head[_BYTES]))
-            offset += length
-    return entries
+        for (_, table, _, _, priority, cookie, packets, octets, _, _), oxms in entries(body):
+            if table != skipped_table:
+                key, opaque = _key(table, priority, oxms)
+                installed.append(FlowCounters(InstalledFlow(key, cookie, opaque), packets, octets))
+    return installed

@@ -37,6 +37,10 @@ def encode(msg: Any) -> bytes:
     return bytes(msg.buf)
 
 
+BARRIER: Final = encode(v13_parser.OFPBarrierRequest(PROTOCOL))
+"""A barrier request, whose xid the channel sets like any other message's."""
+
+
 @functools.lru_cache(maxsize=65_536)
 def flow_add(entry: FlowEntry) -> bytes:
     return encode(messages.flow_add(PROTOCOL, entry))

@@ -319,12 +319,11 @@ class SwitchWorker:
         if fresh or self._installed is None:
             polled = time.monotonic()
             self._installed, counted = self._read_installed()
-            flows = [entry.flow for entry in counted]
             if reason == "audit":
                 self._record_stats(counted)
                 self.settings.metrics.stats_poll_seconds.observe(time.monotonic() - polled)
             if not self.synced_once:
-                self._adopt_overrides(flows)
+                self._adopt_overrides([entry.flow for entry in counted])
         ports, installed = self.ports, self._installed
         want = desired_state(
             active.policy,
