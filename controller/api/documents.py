@@ -72,7 +72,7 @@ def parse_model(body: bytes, model: type[Model]) -> Model:
     except BodyError as exc:
         raise invalid_input([FieldError(DOCUMENT, str(exc))], SOURCE) from None
     except ValidationError as exc:
-        raise invalid_input(validation_errors(exc), SOURCE) from None
+        raise invalid_input(validation_errors(exc, model), SOURCE) from None
 
 
 def model_body(model: type[BaseModel]) -> dict[str, Any]:

@@ -23,9 +23,9 @@ import redis
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from controller.policy.errors import FieldError, PolicyError, format_path
+from controller.policy.errors import FieldError, PolicyError, field_errors, format_path
 from controller.store.errors import (
     StoreUnavailableError,
     UnknownVersionError,
@@ -78,11 +78,14 @@ def _message(raw: str) -> str:
     return raw
 
 
-def validation_errors(exc: ValidationError) -> list[FieldError]:
-    """A pydantic error of a body model, in our path syntax (``version``, ``(document)``)."""
+def validation_errors(
+    exc: ValidationError, model: type[BaseModel] | None = None
+) -> list[FieldError]:
+    """A pydantic error of a body ``model``, in our path syntax (``version``, ``(document)``);
+    an unknown key says which of the model's fields was probably meant."""
     return [
-        FieldError(printable(format_path(error["loc"])), printable(_message(error["msg"])))
-        for error in exc.errors()
+        FieldError(printable(error.path), printable(error.message))
+        for error in field_errors(exc, model)
     ]
 
 

@@ -1,4 +1,9 @@
-"""Checks that span several fields of a structurally valid policy."""
+"""Checks that span several fields: of a valid policy, or of what parsed of an invalid one.
+
+They read ``PolicyParts`` so that one bad field does not hide the rest: a
+check skips what did not parse (its structural error names it) and judges
+everything else, so a file is fixed in one pass.
+"""
 
 from __future__ import annotations
 
@@ -10,49 +15,72 @@ from controller.policy.errors import FieldError
 from controller.policy.forwarding import forwarding_errors
 from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
+from controller.policy.parts import PolicyParts, policy_parts
 from controller.policy.tenants import tenant_errors
 from controller.policy.units import ShareRate, format_rate
 
 
 def semantic_errors(policy: Policy) -> list[FieldError]:
-    """Every cross-field problem, in document order."""
+    """Every cross-field problem of a valid policy, in document order."""
+    return cross_field_errors(policy_parts(policy))
+
+
+def cross_field_errors(parts: PolicyParts) -> list[FieldError]:
+    """Every cross-field problem among the parts that parsed, in document order.
+
+    References to classes are judged only when the classes are known: with
+    no ``classes`` mapping every name would be "unknown", which says nothing.
+    """
+    classes_known = bool(parts.class_names)
+    detection = (
+        detection_errors(parts.detection, parts.class_names, parts.default_class)
+        if parts.detection is not None and classes_known
+        else []
+    )
+    forwarding = (
+        forwarding_errors(parts.forwarding, parts.class_names, parts.detection)
+        if parts.forwarding is not None and classes_known
+        else []
+    )
+    if not parts.detection_known:
+        # A detection section is there but invalid: "placement needs a detection section"
+        # would be false; its own errors say what to fix.
+        forwarding = [e for e in forwarding if e.path != "forwarding.placement"]
     return [
-        *_class_reference_errors(policy),
-        *_duplicate_rule_names(policy),
-        *_dscp_collisions(policy),
-        *_rate_errors(policy),
-        *(
-            detection_errors(policy.detection, policy.class_names, policy.default_class)
-            if policy.detection is not None
-            else []
-        ),
-        *forwarding_errors(policy.forwarding, policy.class_names, policy.detection),
-        *tenant_errors(policy.tenants),
-        *_size_errors(policy),
+        *(_class_reference_errors(parts) if classes_known else []),
+        *_duplicate_rule_names(parts),
+        *_dscp_collisions(parts),
+        *_rate_errors(parts),
+        *detection,
+        *forwarding,
+        *tenant_errors(parts.tenants),
+        *_size_errors(parts),
     ]
 
 
-def _known(policy: Policy) -> str:
-    return ", ".join(policy.class_names)
+def _known(parts: PolicyParts) -> str:
+    return ", ".join(parts.class_names)
 
 
-def _class_reference_errors(policy: Policy) -> Iterator[FieldError]:
-    if policy.default_class not in policy.classes:
+def _class_reference_errors(parts: PolicyParts) -> Iterator[FieldError]:
+    if parts.default_class is not None and parts.default_class not in parts.class_names:
         yield FieldError(
             "default_class",
-            f"unknown class {policy.default_class!r} (classes: {_known(policy)})",
+            f"unknown class {parts.default_class!r} (classes: {_known(parts)})",
         )
-    for index, rule in enumerate(policy.rules):
-        if rule.traffic_class not in policy.classes:
+    for index, rule in parts.rules.items():
+        if rule.traffic_class is not None and rule.traffic_class not in parts.class_names:
             yield FieldError(
                 f"rules[{index}].class",
-                f"unknown class {rule.traffic_class!r} (classes: {_known(policy)})",
+                f"unknown class {rule.traffic_class!r} (classes: {_known(parts)})",
             )
 
 
-def _duplicate_rule_names(policy: Policy) -> Iterator[FieldError]:
+def _duplicate_rule_names(parts: PolicyParts) -> Iterator[FieldError]:
     first_seen: dict[str, int] = {}
-    for index, rule in enumerate(policy.rules):
+    for index, rule in parts.rules.items():
+        if rule.name is None:
+            continue
         if rule.name in first_seen:
             yield FieldError(
                 f"rules[{index}].name",
@@ -62,23 +90,28 @@ def _duplicate_rule_names(policy: Policy) -> Iterator[FieldError]:
             first_seen[rule.name] = index
 
 
-def _dscp_collisions(policy: Policy) -> Iterator[FieldError]:
+def _dscp_collisions(parts: PolicyParts) -> Iterator[FieldError]:
     """On the userspace datapath a tc filter steers by DSCP, so each class needs its own."""
     owner: dict[int, str] = {}
-    for name, traffic_class in policy.classes.items():
-        if traffic_class.dscp in owner:
+    for name, traffic_class in parts.classes.items():
+        dscp = traffic_class.dscp
+        if dscp is None:
+            continue
+        if dscp in owner:
             yield FieldError(
                 f"classes.{name}.dscp",
-                f"DSCP {traffic_class.dscp} is already used by class {owner[traffic_class.dscp]!r};"
+                f"DSCP {dscp} is already used by class {owner[dscp]!r};"
                 " each class needs its own DSCP to get its own queue",
             )
         else:
-            owner[traffic_class.dscp] = name
+            owner[dscp] = name
 
 
-def _rate_errors(policy: Policy) -> Iterator[FieldError]:
+def _rate_errors(parts: PolicyParts) -> Iterator[FieldError]:
+    """Guarantees only add up, so those that parsed exceeding a port is already an error."""
+    min_rates = {n: c.min_rate for n, c in parts.classes.items() if c.min_rate is not None}
     shares = sum(
-        (c.min_rate.fraction for c in policy.classes.values() if isinstance(c.min_rate, ShareRate)),
+        (rate.fraction for rate in min_rates.values() if isinstance(rate, ShareRate)),
         Fraction(0),
     )
     if shares > 1:
@@ -87,33 +120,32 @@ def _rate_errors(policy: Policy) -> Iterator[FieldError]:
             f"min_rate shares add up to {float(shares * 100):g}%, more than 100% of the port rate",
         )
         return
-    port_rates = {"ports.rate": policy.ports.rate}
-    port_rates.update({f"ports.overrides.{n}": r for n, r in policy.ports.overrides.items()})
-    for path, port_rate in port_rates.items():
-        guaranteed = sum(c.min_rate.resolve(port_rate.bps) for c in policy.classes.values())
+    for path, port_rate in parts.port_rates.items():
+        guaranteed = sum(rate.resolve(port_rate.bps) for rate in min_rates.values())
         if guaranteed > port_rate.bps:
             yield FieldError(
                 path,
                 f"class min_rate values add up to {format_rate(guaranteed)},"
                 f" above this port rate of {port_rate}",
             )
-    for name, traffic_class in policy.classes.items():
-        if traffic_class.max_rate is None:
+    for name, traffic_class in parts.classes.items():
+        min_rate, max_rate = traffic_class.min_rate, traffic_class.max_rate
+        if min_rate is None or max_rate is None:
             continue
-        for port_rate in port_rates.values():
-            low = traffic_class.min_rate.resolve(port_rate.bps)
-            high = traffic_class.max_rate.resolve(port_rate.bps)
+        for port_rate in parts.port_rates.values():
+            low = min_rate.resolve(port_rate.bps)
+            high = max_rate.resolve(port_rate.bps)
             if high < low:
                 yield FieldError(
                     f"classes.{name}.max_rate",
-                    f"max_rate {traffic_class.max_rate} is below min_rate"
-                    f" {traffic_class.min_rate} on a {port_rate} port",
+                    f"max_rate {max_rate} is below min_rate {min_rate} on a {port_rate} port",
                 )
                 break
 
 
-def _size_errors(policy: Policy) -> Iterator[FieldError]:
-    entries = rule_entries(policy.rules)
+def _size_errors(parts: PolicyParts) -> Iterator[FieldError]:
+    """Counts the valid rules only: a lower bound, so exceeding the limit is already an error."""
+    entries = rule_entries(rule.rule for rule in parts.rules.values() if rule.rule is not None)
     if entries > MAX_POLICY_ENTRIES:
         yield FieldError(
             "rules",

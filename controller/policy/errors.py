@@ -5,6 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pydantic import BaseModel, ValidationError
+
+from controller.policy.unknown import accepted_keys, unknown_field_message
+
+_PREFIXES = ("Value error, ", "Assertion failed, ")
+
 
 @dataclass(frozen=True, slots=True)
 class FieldError:
@@ -36,3 +42,25 @@ def format_path(location: Sequence[str | int]) -> str:
         else:
             path += f".{part}" if path else str(part)
     return path or "(document)"
+
+
+def field_errors(exc: ValidationError, model: type[BaseModel] | None = None) -> list[FieldError]:
+    """Pydantic's errors at our paths, without its ``Value error, `` prefixes; an unknown key
+    of ``model`` (when given) says which field was probably meant."""
+    errors: list[FieldError] = []
+    for error in exc.errors():
+        location = error["loc"]
+        if error["type"] == "extra_forbidden" and location and isinstance(location[-1], str):
+            accepted = accepted_keys(model, location[:-1]) if model is not None else ()
+            message = unknown_field_message(location[-1], accepted)
+        else:
+            message = _message(error["msg"])
+        errors.append(FieldError(format_path(location), message))
+    return errors
+
+
+def _message(raw: str) -> str:
+    for prefix in _PREFIXES:
+        if raw.startswith(prefix):
+            return raw[len(prefix) :]
+    return raw

@@ -9,25 +9,18 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from controller.policy.checks import semantic_errors
-from controller.policy.errors import FieldError, PolicyError, format_path
+from controller.policy.checks import cross_field_errors, semantic_errors
+from controller.policy.errors import FieldError, PolicyError, field_errors
 from controller.policy.model import Policy
-
-_PREFIXES = ("Value error, ", "Assertion failed, ")
-
-
-def _message(raw: str) -> str:
-    for prefix in _PREFIXES:
-        if raw.startswith(prefix):
-            return raw[len(prefix) :]
-    return raw
+from controller.policy.parts import document_parts
 
 
 def parse_policy(document: object, source: str = "policy") -> Policy:
     """Validate a decoded document; raise ``PolicyError`` listing every problem.
 
-    Structural errors come first; the cross-field checks need a complete
-    structure, so they run only when there are none.
+    Structural errors come first, then the cross-field ones among whatever
+    parsed (``controller.policy.parts``), so one pass shows them all.  Any
+    error rejects the whole document: a policy is installed whole or not at all.
     """
     if not isinstance(document, dict):
         kind = "empty" if document is None else type(document).__name__
@@ -37,10 +30,10 @@ def parse_policy(document: object, source: str = "policy") -> Policy:
     try:
         policy = Policy.model_validate(document)
     except ValidationError as exc:
-        errors = [
-            FieldError(format_path(error["loc"]), _message(error["msg"])) for error in exc.errors()
-        ]
-        raise PolicyError(errors, source) from None
+        errors = field_errors(exc, Policy)
+        raise PolicyError(
+            [*errors, *cross_field_errors(document_parts(document))], source
+        ) from None
     problems = semantic_errors(policy)
     if problems:
         raise PolicyError(problems, source)

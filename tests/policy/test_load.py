@@ -112,7 +112,11 @@ def test_policy_error_text_lists_every_error(document: dict[str, Any]) -> None:
     [
         (lambda d: d["rules"][0].pop("class"), "rules[0].class", "Field required"),
         (lambda d: d["rules"][0].update(name="2bad"), "rules[0].name", "should match pattern"),
-        (lambda d: d["rules"][2].update(extra=1), "rules[2].extra", "Extra inputs"),
+        (
+            lambda d: d["rules"][2].update(extra=1),
+            "rules[2].extra",
+            "unknown field 'extra' (fields: name, match, class, bidirectional)",
+        ),
         (lambda d: d["classes"]["inference"].update(dscp=64), "classes.inference.dscp", "63"),
         (lambda d: d["classes"]["training"].pop("min_rate"), "classes.training.min_rate", "Field"),
         (
@@ -123,7 +127,7 @@ def test_policy_error_text_lists_every_error(document: dict[str, Any]) -> None:
         (lambda d: d["ports"].update(rate="50%"), "ports.rate", "a port rate must be absolute"),
         (lambda d: d.update(classes={}), "classes", "at least 1 item"),
         (lambda d: d.pop("default_class"), "default_class", "Field required"),
-        (lambda d: d.update(rule=[]), "rule", "Extra inputs"),
+        (lambda d: d.update(rule=[]), "rule", "unknown field 'rule' (did you mean 'rules'?)"),
         (
             lambda d: d["rules"][1]["match"].update(ipv4_dst="10.0.0.1/24"),
             "rules[1].match.ipv4_dst",
@@ -145,11 +149,197 @@ def test_single_structural_error_paths(
     assert fragment in errors[path]
 
 
-def test_structural_errors_hide_semantic_ones(document: dict[str, Any]) -> None:
-    """Cross-field checks need a complete structure, so they wait for a clean one."""
+def test_structural_and_cross_field_errors_are_reported_together(
+    document: dict[str, Any],
+) -> None:
+    """The trap of issue 26: ``udp_dst: 70000`` hid a duplicate DSCP, 120 % of min_rate and
+    an unknown class, which appeared one fix at a time."""
+    document["rules"][0]["match"]["udp_dst"] = 70000
+    document["rules"][2]["class"] = "besteffort"
+    document["classes"]["best-effort"]["dscp"] = 46
+    document["classes"]["best-effort"]["min_rate"] = "30%"
+    assert _errors(document) == {
+        "rules[0].match.udp_dst": "port 70000 out of range (0-65535)",
+        "rules[2].class": "unknown class 'besteffort' (classes: inference, training, best-effort)",
+        "classes.best-effort.dscp": (
+            "DSCP 46 is already used by class 'inference'; each class needs its own DSCP to"
+            " get its own queue"
+        ),
+        "classes": "min_rate shares add up to 120%, more than 100% of the port rate",
+    }
+
+
+def test_structural_errors_come_before_cross_field_ones(document: dict[str, Any]) -> None:
     document["rules"][0]["class"] = "nope"
     document["classes"]["best-effort"]["priority"] = 9
-    assert list(_errors(document)) == ["classes.best-effort.priority"]
+    assert list(_errors(document)) == ["classes.best-effort.priority", "rules[0].class"]
+
+
+def test_a_broken_rule_still_has_its_class_checked(document: dict[str, Any]) -> None:
+    """The rest of a rule whose match is invalid still parses, its class reference too."""
+    document["rules"][1]["match"]["tcp_dst"] = "http"
+    document["rules"][1]["class"] = "interactive"
+    document["rules"][2]["name"] = "triton"
+    assert list(_errors(document)) == [
+        "rules[1].match.tcp_dst",
+        "rules[1].class",
+        "rules[2].name",
+    ]
+
+
+def test_a_class_with_an_invalid_field_still_exists(document: dict[str, Any]) -> None:
+    """A rule naming a class whose priority is out of range is not told the class is unknown;
+    the class's fields that parsed (its DSCP, its share) are still checked."""
+    document["classes"]["training"]["priority"] = 8
+    document["classes"]["training"]["dscp"] = 46
+    document["classes"]["training"]["min_rate"] = "75%"
+    assert _errors(document) == {
+        "classes.training.priority": "Input should be less than or equal to 7",
+        "classes.training.dscp": (
+            "DSCP 46 is already used by class 'inference'; each class needs its own DSCP to"
+            " get its own queue"
+        ),
+        "classes": "min_rate shares add up to 105%, more than 100% of the port rate",
+    }
+
+
+def test_a_misspelt_min_rate_leaves_the_other_checks_running(document: dict[str, Any]) -> None:
+    document["classes"]["inference"]["min_rte"] = document["classes"]["inference"].pop("min_rate")
+    document["classes"]["best-effort"]["dscp"] = 26
+    document["default_class"] = "interactive"
+    assert _errors(document) == {
+        "classes.inference.min_rate": "Field required",
+        "classes.inference.min_rte": "unknown field 'min_rte' (did you mean 'min_rate'?)",
+        "default_class": "unknown class 'interactive' (classes: inference, training, best-effort)",
+        "classes.best-effort.dscp": (
+            "DSCP 26 is already used by class 'training'; each class needs its own DSCP to get"
+            " its own queue"
+        ),
+    }
+
+
+def test_guarantees_that_parsed_are_checked_against_the_ports_that_parsed(
+    document: dict[str, Any],
+) -> None:
+    """Guarantees only add up: those that parsed already exceed the override."""
+    document["classes"]["inference"]["min_rate"] = "2Gbit"
+    document["classes"]["training"]["min_rate"] = "lots"
+    document["ports"]["overrides"]["s1-eth5"] = "fast"
+    assert _errors(document) == {
+        "classes.training.min_rate": (
+            "cannot parse rate 'lots': use bit, Kbit, Mbit, Gbit (e.g. 50Mbit) or a share (20%)"
+        ),
+        "ports.overrides.s1-eth5": (
+            "cannot parse rate 'fast': use bit, Kbit, Mbit, Gbit (e.g. 50Mbit) or a share (20%)"
+        ),
+        "ports.overrides.s1-eth4": (
+            "class min_rate values add up to 2100Mbit, above this port rate of 1Gbit"
+        ),
+    }
+
+
+@pytest.mark.parametrize(
+    ("classes", "message"),
+    [
+        ("all", "Input should be a valid dictionary"),
+        ({}, "Dictionary should have at least 1 item after validation, not 0"),
+    ],
+)
+def test_without_classes_no_reference_is_called_unknown(
+    document: dict[str, Any], classes: object, message: str
+) -> None:
+    """With no class known, "unknown class" on every rule would bury the one real error."""
+    document["classes"] = classes
+    document["detection"] = {"elephant": {"class": "training"}}
+    assert _errors(document) == {"classes": message}
+
+
+def test_an_invalid_detection_section_is_not_called_missing(document: dict[str, Any]) -> None:
+    """Placement needs a detection section; an invalid one is there, just broken."""
+    document["forwarding"] = {"mode": "fabric", "placement": {"classes": ["training", "bulk"]}}
+    document["detection"] = {"interval": "1ms", "elephant": {"class": "training"}}
+    errors = _errors(document)
+    assert list(errors) == ["detection.interval", "forwarding.placement.classes[1]"]
+    assert errors["forwarding.placement.classes[1]"].startswith("unknown class 'bulk'")
+
+
+def test_cross_field_checks_of_a_broken_detection_section_still_run(
+    document: dict[str, Any],
+) -> None:
+    document["detection"] = {"elephant": {"class": "bulk"}}
+    document["rules"][0]["match"]["udp_dst"] = -1
+    assert list(_errors(document)) == ["rules[0].match.udp_dst", "detection.elephant.class"]
+
+
+def test_any_error_rejects_the_whole_policy(document: dict[str, Any]) -> None:
+    """Reporting everything changes nothing about installing: one error and nothing is."""
+    document["rules"][2]["match"]["tcp_dst"] = 70000
+    with pytest.raises(PolicyError):
+        parse_policy(document)
+
+
+# --------------------------------------------------------------------------------------------
+# Unknown keys: the field that was probably meant
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mutate", "path", "message"),
+    [
+        (
+            lambda d: d.update(defualt_class=d.pop("default_class")),
+            "defualt_class",
+            "unknown field 'defualt_class' (did you mean 'default_class'?)",
+        ),
+        (
+            lambda d: d["classes"]["training"].update(prority=1),
+            "classes.training.prority",
+            "unknown field 'prority' (did you mean 'priority'?)",
+        ),
+        (
+            lambda d: d["rules"][1].update(clas="inference"),
+            "rules[1].clas",
+            "unknown field 'clas' (did you mean 'class'?)",
+        ),
+        (
+            lambda d: d["rules"][0]["match"].update(udp_dts=4791),
+            "rules[0].match.udp_dts",
+            "unknown field 'udp_dts' (did you mean 'udp_dst'?)",
+        ),
+        (
+            lambda d: d["ports"].update(overides={}),
+            "ports.overides",
+            "unknown field 'overides' (did you mean 'overrides'?)",
+        ),
+        (
+            lambda d: d.update(detection={"elephant": {"class": "training", "fro": "1s"}}),
+            "detection.elephant.fro",
+            "unknown field 'fro' (did you mean 'for'?)",
+        ),
+        (
+            lambda d: d.update(forwarding={"mode": "fabric", "placment": None}),
+            "forwarding.placment",
+            "unknown field 'placment' (did you mean 'placement'?)",
+        ),
+        (
+            lambda d: d.update(tenants={"red": {"network": ["10.0.0.0/24"]}}),
+            "tenants.red.network",
+            "unknown field 'network' (did you mean 'networks'?)",
+        ),
+        (
+            lambda d: d["rules"][0]["match"].update(bogus=1),
+            "rules[0].match.bogus",
+            "unknown field 'bogus' (fields: in_port, eth_type, vlan_vid, ip_proto, ip_dscp,"
+            " ipv4_src, ipv4_dst, tcp_src, tcp_dst, udp_src, udp_dst)",
+        ),
+    ],
+)
+def test_unknown_keys_name_the_field_that_was_meant(
+    document: dict[str, Any], mutate: Callable[[dict[str, Any]], object], path: str, message: str
+) -> None:
+    mutate(document)
+    errors = _errors(document)
+    assert errors[path] == message
 
 
 # --------------------------------------------------------------------------------------------
