@@ -54,6 +54,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from topologies import PlannedTopo
 
+from controller.cli.render import console as stderr_console  # piped: tables not cut at 80
 from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.errors import FieldError
 from controller.policy.load import load_policy_file
@@ -819,7 +820,7 @@ def run(
     from controller.scenario.plots import write_plots
     from controller.scenario.summary import events_table, summary_table
 
-    console = console or Console(stderr=True)
+    console = console or stderr_console(stderr=True)
     loaded = load_scenario(resolve(name_or_path), harness.REPO)
     scenario = loaded.scenario
     options = Options(
@@ -868,7 +869,7 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--duration", type=float, help="seconds measured per phase")
     run_parser.add_argument("--out", type=Path, help="report directory (default reports/NAME-TIME)")
     args = parser.parse_args(argv)
-    console = Console(stderr=True)
+    console = stderr_console(stderr=True)
     if args.command == "list":
         from controller.scenario.summary import scenario_list
 

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from controller.cli.credentials import ApiCallError
 from controller.cli.flows import POLL_INTERVAL_S, follow_stream
+from controller.cli.groups import HintingGroup
 from controller.cli.remote import (
     DEFAULT_API,
     ApiClient,
@@ -20,7 +21,9 @@ from controller.cli.remote import (
 )
 from controller.cli.render import out
 
-token_app = typer.Typer(help="API tokens: create (shown once), list, revoke.", no_args_is_help=True)
+token_app = typer.Typer(
+    help="API tokens: create (shown once), list, revoke.", no_args_is_help=True, cls=HintingGroup
+)
 
 
 @token_app.command()

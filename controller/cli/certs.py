@@ -8,12 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from controller.cli.groups import HintingGroup
 from controller.cli.render import out
 
 if TYPE_CHECKING:  # the cryptography library loads only for `certs init` itself
     from controller.auth.certs import Issued
 
-app = typer.Typer(help="Certificates for HTTPS and OpenFlow over TLS.", no_args_is_help=True)
+app = typer.Typer(
+    help="Certificates for HTTPS and OpenFlow over TLS.", no_args_is_help=True, cls=HintingGroup
+)
 
 
 DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")

@@ -26,6 +26,8 @@ class Credentials:
     """Where the CLI's token comes from; set once by the ``flowlane`` callback."""
 
     token: str | None = None
+    token_source: str = "--token"
+    """Where ``token`` came from: ``--token``, or ``$FLOWLANE_TOKEN``, which the option reads."""
     token_file: Path | None = None
     ca_file: Path | None = None
     client_cert: Path | None = None
@@ -45,11 +47,18 @@ class Credentials:
         return context
 
     def resolve(self) -> str | None:
+        return self.resolve_with_source()[0]
+
+    def resolve_with_source(self) -> tuple[str | None, str | None]:
+        """The token to send and where it came from (None, None: there is none), so a refused
+        token can be traced to the setting that holds it."""
         if self.token:
-            return self.token
+            return self.token, self.token_source
         if os.environ.get(TOKEN_ENV):
-            return os.environ[TOKEN_ENV]
-        return read_token_file(self.file())
+            return os.environ[TOKEN_ENV], f"${TOKEN_ENV}"
+        path = self.file()
+        secret = read_token_file(path)
+        return (secret, f"the token file {path}") if secret else (None, None)
 
     def file(self) -> Path:
         return self.token_file or default_token_file(os.environ, Path.home())

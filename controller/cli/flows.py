@@ -27,7 +27,7 @@ from controller.cli.remote import (
     report_request_failure,
     when,
 )
-from controller.cli.render import out
+from controller.cli.render import out, version_note
 
 POLL_INTERVAL_S = 0.5
 _PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
@@ -215,12 +215,9 @@ def event_summary(event: dict[str, Any]) -> str:
     if fabric is not None:
         return fabric
     if kind == "policy":
-        line = f"version {event.get('version')} by {event.get('author')}"
-        if event.get("rollback_of"):
-            line += f", a rollback to version {event['rollback_of']}"
-        if event.get("comment"):
-            line += f": {event['comment']}"
-        return line
+        return f"version {event.get('version')} by {event.get('author')}" + version_note(
+            event.get("rollback_of"), event.get("comment")
+        )
     if kind == "job":
         line = f"{event.get('name')} {event.get('op')}"
         if event.get("op") == "registered":
@@ -304,7 +301,7 @@ def events(
     interval: Annotated[float, typer.Option(min=0.0, hidden=True)] = POLL_INTERVAL_S,
     max_polls: Annotated[int | None, typer.Option(min=1, hidden=True)] = None,
 ) -> None:
-    """Print events oldest first: policy versions, jobs, reclassifications.
+    """Print events oldest first: policy versions, jobs, reclassifications, fabric changes.
 
     With --follow, keep polling (every 0.5 s) from the last event seen and
     print new ones as they come, until Ctrl-C.

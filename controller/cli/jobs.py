@@ -17,6 +17,7 @@ import typer
 from rich.table import Table
 
 from controller.cli.credentials import ApiCallError
+from controller.cli.groups import HintingGroup
 from controller.cli.remote import (
     DEFAULT_API,
     ApiClient,
@@ -33,6 +34,7 @@ from controller.policy.errors import FieldError
 app = typer.Typer(
     help="Register, list and delete jobs: endpoints a scheduler puts in a class, for a while.",
     no_args_is_help=True,
+    cls=HintingGroup,
 )
 
 _ENDPOINT_PATH = re.compile(r"^endpoints\[(\d+)\]")

@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer.core import TyperGroup
+from typer._click.core import ParameterSource
 
 from controller.auth.files import TOKEN_ENV, TOKEN_FILE_ENV
 from controller.cli.credentials import CREDENTIALS
+from controller.cli.groups import HintingGroup
 
 if TYPE_CHECKING:  # typer 0.29 carries its own click; only the type checker needs its names
     from typer._click.core import Command, Context
@@ -55,7 +56,7 @@ def load_command(name: str) -> Command:
     return command
 
 
-class LazyGroup(TyperGroup):
+class LazyGroup(HintingGroup):
     """The top-level group: subcommands listed by name, built on first use."""
 
     def list_commands(self, ctx: Context) -> list[str]:
@@ -89,6 +90,7 @@ def _print_version(value: bool) -> None:
 
 @app.callback()
 def main(
+    ctx: typer.Context,
     token: Annotated[
         str | None,
         typer.Option(envvar=TOKEN_ENV, help="API token (or $FLOWLANE_TOKEN)", show_envvar=False),
@@ -124,6 +126,9 @@ def main(
     if (client_cert is None) != (client_key is None):
         raise typer.BadParameter("give --client-cert and --client-key together")
     CREDENTIALS.token = token
+    # --token also reads $FLOWLANE_TOKEN: which of the two it was is named when it is refused.
+    from_env = ctx.get_parameter_source("token") is ParameterSource.ENVIRONMENT
+    CREDENTIALS.token_source = f"${TOKEN_ENV}" if from_env else "--token"
     CREDENTIALS.token_file = token_file
     CREDENTIALS.ca_file = ca_file
     CREDENTIALS.client_cert = client_cert

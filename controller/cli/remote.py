@@ -81,8 +81,9 @@ def _detail(body: Any, response: httpx.Response) -> str:
     return text[:300] if text else response.reason_phrase
 
 
-def failure_of(response: httpx.Response) -> ApiCallError:
-    """What a non-2xx answer means, in words (pure: the response is all it reads)."""
+def failure_of(response: httpx.Response, token_source: str | None = None) -> ApiCallError:
+    """What a non-2xx answer means, in words (pure: the response, and where the token sent
+    came from, None when none was sent, are all it reads)."""
     status = response.status_code
     body = _body(response)
     detail = _detail(body, response)
@@ -108,11 +109,7 @@ def failure_of(response: httpx.Response) -> ApiCallError:
         )
     if status == 401:
         return ApiCallError(
-            f"not authorized: {detail}; pass --token, set ${TOKEN_ENV}, or put a token in"
-            f" {CREDENTIALS.file()}",
-            EXIT_DENIED,
-            status,
-            body,
+            f"not authorized: {detail}; {_token_hint(token_source)}", EXIT_DENIED, status, body
         )
     if status == 403:
         return ApiCallError(f"forbidden: {detail}", EXIT_DENIED, status, body)
@@ -128,6 +125,24 @@ def failure_of(response: httpx.Response) -> ApiCallError:
     return ApiCallError(f"API error {status}: {detail}", EXIT_REJECTED, status, body)
 
 
+def _token_hint(source: str | None) -> str:
+    """What to change about the token: the setting it came from first, as it wins over the
+    others (a stale $FLOWLANE_TOKEN hides a good token file)."""
+    if source is None:
+        return (
+            f"no token was sent: pass --token, set ${TOKEN_ENV}, or put a token in"
+            f" {CREDENTIALS.file()}"
+        )
+    if source == f"${TOKEN_ENV}":
+        return (
+            f"the token sent came from ${TOKEN_ENV}, which comes before the token file"
+            f" {CREDENTIALS.file()}: set it to a valid token, or unset it"
+        )
+    if source == "--token":
+        return "the token sent came from --token: pass a valid one"
+    return f"the token sent came from {source}: put a valid token there, or pass --token"
+
+
 class ApiClient:
     """The API's routes as methods returning decoded JSON; ``ApiCallError`` on any failure."""
 
@@ -139,7 +154,9 @@ class ApiClient:
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._transport = transport
-        self._token = token if token is not None else CREDENTIALS.resolve()
+        self._token, self._token_source = (
+            (token, "the token given") if token is not None else CREDENTIALS.resolve_with_source()
+        )
 
     def request(
         self,
@@ -183,7 +200,7 @@ class ApiClient:
                     EXIT_UNAVAILABLE,
                 )
             return body
-        raise failure_of(response)
+        raise failure_of(response, self._token_source if self._token else None)
 
     def get_policy(self) -> Any:
         return self.request("GET", "/v1/policy")

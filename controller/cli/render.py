@@ -30,6 +30,18 @@ out = console()
 err = console(stderr=True)
 
 
+def version_note(rollback_of: object, comment: object) -> str:
+    """What follows a version's author: ``, a rollback to version 1: why``.
+
+    A rollback without a comment is stored with ``rollback to version N`` as its comment (so
+    the history's comment column says it); printed after the rollback note it only repeats it.
+    """
+    line = f", a rollback to version {rollback_of}" if rollback_of else ""
+    if comment and not (rollback_of and comment == f"rollback to version {rollback_of}"):
+        line += f": {comment}"
+    return line
+
+
 def print_policy_error(error: PolicyError) -> None:
     err.print(f"[bold red]invalid policy[/] {error.source}: {len(error.errors)} error(s)")
     for item in error.errors:

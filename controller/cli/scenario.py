@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 from pydantic import ValidationError
 
+from controller.cli.groups import HintingGroup
 from controller.cli.render import err, out
 from controller.policy.errors import format_path
 from controller.scenario.report import Report
@@ -29,6 +30,7 @@ SCENARIOS = REPO / "mininet" / "scenarios"
 app = typer.Typer(
     help="Mixed training/inference scenarios in Mininet: fifo, static and flowlane side by side.",
     no_args_is_help=True,
+    cls=HintingGroup,
 )
 
 

@@ -389,6 +389,16 @@ def _rate(value: object) -> str:
     return f"{value:.3g}Gbit/s"
 
 
+def _flow_tag(data: Mapping[str, Any]) -> str:
+    """`` [training, 9.5Mbit/s]``: the parts an event carries, empty ones left out rather than
+    shown as blanks (older controllers released flows with no class and a zero rate)."""
+    parts = [str(data["class"])] if data.get("class") else []
+    rate = data.get("rate_bps")
+    if isinstance(rate, int | float) and math.isfinite(rate) and rate > 0:
+        parts.append(_rate(rate))
+    return f" [{', '.join(parts)}]" if parts else ""
+
+
 def describe_event(kind: str, data: Mapping[str, Any]) -> str | None:
     """One line about a fabric event for ``flowlane events``; None for other kinds."""
     reason = f" ({data['reason']})" if data.get("reason") else ""
@@ -404,13 +414,10 @@ def describe_event(kind: str, data: Mapping[str, Any]) -> str | None:
             line += f", was {data['previous_ipv4']}"
         return line
     if kind == PLACEMENT:
-        return (
-            f"{data.get('flow')} [{data.get('class')}, {_rate(data.get('rate_bps'))}]"
-            f" {data.get('op')}: {data.get('path')}{reason}"
-        )
+        return f"{data.get('flow')}{_flow_tag(data)} {data.get('op')}: {data.get('path')}{reason}"
     if kind == REROUTE:
         return (
-            f"{data.get('flow')} [{data.get('class')}, {_rate(data.get('rate_bps'))}]"
+            f"{data.get('flow')}{_flow_tag(data)}"
             f" moved: {data.get('from_path')} -> {data.get('path')}{reason}"
         )
     return None

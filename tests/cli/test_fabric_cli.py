@@ -7,17 +7,32 @@ import time
 
 import pytest
 import redis
+from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner, Result
 
 from controller.classify.flows import FlowId
 from controller.cli.fabric import freshness, hops_text, port_full, utilization_text
 from controller.cli.main import app
 from controller.fabric.model import Host, Link, PortRef, Topology
+from controller.fabric.placement import Pin
 from controller.fabric.snapshot import FabricSnapshot, build_snapshot, pinned_view, topology_events
+from controller.metrics import ControllerMetrics
+from controller.openflow.fabric import FabricShell
+from controller.openflow.settings import ActivePolicy, ControllerSettings
+from controller.policy.load import parse_policy
 from controller.store.events import EventStore
 from controller.store.fabric import FabricStore
 
 WIDE = {"COLUMNS": "250", "USER": "tester"}
+FABRIC_POLICY = {
+    "classes": {
+        "inference": {"priority": 0, "dscp": 46, "min_rate": "20%"},
+        "training": {"priority": 1, "dscp": 26, "min_rate": "70%"},
+    },
+    "default_class": "inference",
+    "detection": {"elephant": {"bytes": "10MiB", "class": "training"}},
+    "forwarding": "fabric",
+}
 LEAF1, LEAF2, SPINE1, SPINE2 = 1, 2, 11, 12
 H1 = Host(0x1, PortRef(LEAF1, 1), 0x0A000001)
 H2 = Host(0x2, PortRef(LEAF2, 1), 0x0A000002)
@@ -119,6 +134,28 @@ def test_the_topology_tables(runner: CliRunner, api_url: str, snapshot: FabricSn
     for expected in ("-> 10.0.0.2:4791", "training", "900Mbit/s", "1Gbit/s", "1m 15s"):
         assert expected in pinned, pinned
     assert "s1-eth3 > 000000000000000b:2 > 0000000000000002:1" in pinned
+
+
+def test_a_controllers_pin_shows_how_long_it_has_been_pinned(
+    runner: CliRunner, api_url: str, redis_client: redis.Redis
+) -> None:
+    """The snapshot as the controller's fabric shell publishes it: pins are timed on the
+    monotonic clock, whose readings read as Unix time made `pinned for 20792d 4h`."""
+    settings = ControllerSettings(
+        ActivePolicy(parse_policy(FABRIC_POLICY, source="test")),
+        metrics=ControllerMetrics(registry=CollectorRegistry()),
+    )
+    booted = 3600.0  # the monotonic clock: seconds since boot, not since 1970
+    shell = FabricShell(settings, lambda *_: None, lambda *_: None, clock=lambda: booted)
+    flow = FlowId(0x0800, 17, H1.ipv4 or 0, H2.ipv4 or 0, 5000, 4791)
+    shell._topology = TOPOLOGY
+    shell._pins[flow] = Pin(((LEAF1, 3), (SPINE1, 2), (LEAF2, 1)), booted - 75)
+    shell._pin_info[flow] = ("training", 9e8, 1e9)
+    FabricStore(redis_client).publish(shell.snapshot())
+    result = invoke(runner, api_url, "topology")
+    assert result.exit_code == 0, result.output
+    [pinned] = [line for line in rows(result.stdout) if line.startswith("udp 10.0.0.1:5000")]
+    assert " 1m 15s " in pinned or " 1m 16s " in pinned, pinned
 
 
 def test_topology_json_is_the_api_body(

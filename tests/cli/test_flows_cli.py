@@ -315,6 +315,43 @@ def test_human_units() -> None:
             {"kind": "policy", "version": 3, "author": "cy", "rollback_of": 1, "comment": "oops"},
             "version 3 by cy, a rollback to version 1: oops",
         ),
+        (  # a rollback's default comment repeats the note: said once
+            {
+                "kind": "policy",
+                "version": 3,
+                "author": "cy",
+                "rollback_of": 1,
+                "comment": "rollback to version 1",
+            },
+            "version 3 by cy, a rollback to version 1",
+        ),
+        ({"kind": "policy", "version": 2, "author": "cy", "comment": "x"}, "version 2 by cy: x"),
+        (  # released by a controller that sent no class and a zero rate: no blanks
+            {
+                "kind": "placement",
+                "op": "released",
+                "flow": "udp 10.0.0.1:5000 > 10.0.0.2:4791",
+                "class": "",
+                "rate_bps": 0.0,
+                "demand_bps": 0.0,
+                "path": "s1-eth3 > s11-eth2",
+                "reason": "gone",
+            },
+            "udp 10.0.0.1:5000 > 10.0.0.2:4791 released: s1-eth3 > s11-eth2 (gone)",
+        ),
+        (
+            {
+                "kind": "placement",
+                "op": "released",
+                "flow": "udp 10.0.0.1:5000 > 10.0.0.2:4791",
+                "class": "training",
+                "rate_bps": 9.5e8,
+                "path": "s1-eth3 > s11-eth2",
+                "reason": "gone",
+            },
+            "udp 10.0.0.1:5000 > 10.0.0.2:4791 [training, 950Mbit/s] released:"
+            " s1-eth3 > s11-eth2 (gone)",
+        ),
         ({"kind": "job", "name": "t", "op": "expired"}, "t expired"),
         (
             {

@@ -132,6 +132,42 @@ def test_apply_then_show(runner: CliRunner, api_url: str) -> None:
     assert "no live switch reports an applied version" in text
 
 
+def test_show_has_every_section_of_the_document(
+    runner: CliRunner, api_url: str, tmp_path: Path
+) -> None:
+    """`policy show` printed classes, rules and ports only: detection, forwarding and tenants
+    were left out, so a stored policy could not be read back whole."""
+    invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--no-wait")
+    lines = [line.strip() for line in invoke(runner, api_url, "policy", "show").stdout.splitlines()]
+    at = lines.index("detection:")
+    assert lines[at + 1 : at + 4] == [
+        "interval: 500ms",
+        "elephant: {rate: 10%, for: 1s, bytes: 32MiB, class: training}",
+        "release_after: 30s",
+    ]
+    assert "forwarding: normal (the default: each switch forwards on its own, OVS NORMAL)" in lines
+
+    fabric = tmp_path / "fabric.yaml"
+    fabric.write_text(
+        FIFO_POLICY.read_text(encoding="utf-8") + "\nforwarding: {mode: fabric, placement: null,"
+        " discovery: {lldp_interval: 1s, link_timeout: 5s}}\n"
+        "tenants: {red: {networks: [10.0.1.0/24, 10.0.2.0/24]}}\n",
+        encoding="utf-8",
+    )
+    applied = invoke(runner, api_url, "policy", "apply", str(fabric), "--no-wait")
+    assert applied.exit_code == 0, applied.output
+    lines = [line.strip() for line in invoke(runner, api_url, "policy", "show").stdout.splitlines()]
+    assert "detection: none (no flow is counted, so no elephant is found or moved)" in lines
+    at = lines.index("forwarding:")
+    assert lines[at + 1 : at + 4] == [
+        "mode: fabric",
+        "placement: null",
+        "discovery: {lldp_interval: 1s, link_timeout: 5s}",
+    ]
+    at = lines.index("tenants:")
+    assert lines[at + 1] == "red: {networks: [10.0.1.0/24, 10.0.2.0/24]}"
+
+
 def test_show_json_is_the_api_body(runner: CliRunner, api_url: str) -> None:
     invoke(runner, api_url, "policy", "apply", str(DEFAULT_POLICY), "--no-wait")
     result = invoke(runner, api_url, "policy", "show", "--json")
@@ -159,8 +195,9 @@ def test_apply_an_invalid_policy_lists_every_error_and_stores_nothing(
     result = invoke(runner, api_url, "policy", "apply", str(bad_file))
     assert result.exit_code == 1
     stderr = flat(result.stderr)
-    assert f"invalid policy {bad_file}: 1 error(s)" in stderr  # structure first
+    assert f"invalid policy {bad_file}: 2 error(s)" in stderr  # structure and references
     assert "rules[1].match.tcp_dst: port 70000 out of range (0-65535)" in stderr
+    assert "rules[2].class: unknown class 'bulk'" in stderr
     assert result.stdout == ""
     assert PolicyStore(redis_client).active_version() is None
 
@@ -169,7 +206,7 @@ def test_apply_invalid_json_output(runner: CliRunner, api_url: str, bad_file: Pa
     result = invoke(runner, api_url, "policy", "apply", str(bad_file), "--json")
     assert result.exit_code == 1
     body = json.loads(result.stdout)
-    assert [e["path"] for e in body["errors"]] == ["rules[1].match.tcp_dst"]
+    assert [e["path"] for e in body["errors"]] == ["rules[1].match.tcp_dst", "rules[2].class"]
 
 
 def test_apply_a_semantically_invalid_policy(
@@ -292,6 +329,32 @@ def test_plan_shows_flow_and_queue_changes(
     assert PolicyStore(redis_client).active_version() is None
 
 
+def test_validate_and_plan_say_what_their_entry_counts_count(
+    runner: CliRunner, api_url: str, switches: SwitchStore
+) -> None:
+    """validate printed 53 entries, plan 40, for one file: validate counts every entry a switch
+    holds, plan the rules' part alone (an upper bound); each now says so, and the totals meet
+    on a live switch."""
+    validated = invoke(runner, api_url, "policy", "validate", str(DEFAULT_POLICY))
+    assert validated.exit_code == 0, validated.output
+    text = flat(validated.stdout)
+    assert (
+        "53 OpenFlow entries per switch: 38 for the rules, 1 for the default class,"
+        " 4 for detection (flow counting), 9 for DSCP marking (3 per class), 1 for forwarding."
+    ) in text
+    assert 38 + 1 + 4 + 9 + 1 == 53
+    assert "`policy plan` counts the rules' entries alone, as an upper bound: 40" in text
+
+    live_switch(switches, 0x1)
+    planned = invoke(runner, api_url, "policy", "plan", str(DEFAULT_POLICY))
+    assert planned.exit_code == 0, planned.output
+    text = flat(planned.stdout)
+    assert "rules: at most 40 classification entries per switch (limit 65536;" in text
+    assert "besides the default-class, detection, marking and forwarding entries" in text
+    # An empty switch gets every entry validate counted.
+    assert "+53 ~0 -1 =0" in text
+
+
 def test_plan_json(runner: CliRunner, api_url: str, switches: SwitchStore) -> None:
     live_switch(switches, 0x1)
     result = invoke(runner, api_url, "policy", "plan", str(FIFO_POLICY), "--json")
@@ -322,19 +385,26 @@ def test_history_and_rollback(runner: CliRunner, api_url: str) -> None:
     rolled = invoke(runner, api_url, "policy", "rollback", "1", "--store-only")
     assert rolled.exit_code == 0, rolled.output
     assert "stored policy version 3 by cli-admin" in rolled.stdout
-    assert "a rollback to version 1: rollback to version 1" in rolled.stdout
+    # The store's default comment of a rollback says what the note says: printed once.
+    assert "a rollback to version 1" in rolled.stdout
+    assert "rollback to version 1: rollback to version 1" not in rolled.stdout
+    why = invoke(
+        runner, api_url, "policy", "rollback", "2", "--comment", "bad rule", "--store-only"
+    )
+    assert "a rollback to version 2: bad rule" in why.stdout
 
     history = invoke(runner, api_url, "policy", "history")
     assert history.exit_code == 0
     rows = [line for line in history.stdout.splitlines() if "cli-admin" in line]
-    assert len(rows) == 3
-    assert "active" in rows[0] and "rollback to 1" in rows[0]
-    assert " one " in rows[2]
+    assert len(rows) == 4
+    assert "active" in rows[0] and "rollback to 2" in rows[0]
+    assert "rollback to 1" in rows[1]
+    assert " one " in rows[3]
 
     limited = json.loads(
         invoke(runner, api_url, "policy", "history", "--limit", "1", "--json").stdout
     )
-    assert [v["version"] for v in limited["versions"]] == [3]
+    assert [v["version"] for v in limited["versions"]] == [4]
 
 
 def test_rollback_to_an_unknown_version(runner: CliRunner, api_url: str) -> None:

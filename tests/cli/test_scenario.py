@@ -8,14 +8,17 @@ needs root and Mininet; these tests record the call instead of making it.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
+from controller.cli import render
 from controller.cli import scenario as scenario_cli
 from controller.cli.main import app
 from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
@@ -31,7 +34,7 @@ from controller.scenario.report import (
     headline,
 )
 from controller.scenario.stats import cdf_points
-from controller.scenario.summary import markdown_table
+from controller.scenario.summary import markdown_table, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = REPO / "mininet" / "scenario.py"
@@ -170,6 +173,37 @@ def test_list_shows_every_shipped_scenario(runner: CliRunner) -> None:
     text = flat(result.stdout)
     assert "invalid" not in text
     assert "leaf-spine" in text and "dumbbell" in text and "single" in text
+
+
+def test_the_runners_tables_are_whole_when_piped() -> None:
+    """`scenario run … 2>&1 | tee log` printed the runner's tables at 80 columns (rich's width
+    for a pipe): headers cut to `p99/…`, descriptions wrapped over a dozen lines."""
+    listed = subprocess.run(
+        [sys.executable, str(RUNNER), "list"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": ""},
+        check=False,
+    )
+    assert listed.returncode == 0, listed.stderr
+    rows = [line for line in listed.stderr.splitlines() if line.startswith("│")]
+    names = [line.split("│")[1].strip() for line in rows]
+    assert names == list(SHIPPED)  # one line each: nothing wrapped
+    assert max(len(line) for line in rows) > 80
+
+
+def test_a_piped_summary_keeps_every_header(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner prints the summary on ``render.console(stderr=True)``: on a pipe it must not
+    shrink the columns to 80 (``p99/…``)."""
+    pipe = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", pipe)
+    render.console(stderr=True).print(summary_table(make_report()))
+    text = pipe.getvalue()
+    assert "…" not in text
+    header = next(line for line in text.splitlines() if line.startswith("┃"))
+    cells = [cell.strip() for cell in header.strip("┃").split("┃")]
+    assert "p99/idle (<=1.5)" in cells and "allreduce/alone (<=1.1)" in cells
 
 
 def test_scenario_without_a_command_shows_help(runner: CliRunner) -> None:

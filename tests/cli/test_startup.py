@@ -80,8 +80,12 @@ def test_version_imports_no_command_module() -> None:
         m
         for m in modules
         if m.startswith("controller.cli.")
-        and m != "controller.cli.main"
-        and m != "controller.cli.credentials"
+        and m
+        not in (
+            "controller.cli.main",
+            "controller.cli.credentials",
+            "controller.cli.groups",  # the top-level group's class: difflib and a table
+        )
     ]
 
 
