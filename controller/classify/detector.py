@@ -157,6 +157,49 @@ class Detector:
         self._previous = -math.inf
         self._dropped_total = 0
 
+    def retune(self, spec: DetectionSpec, port_rate_bps: int) -> None:
+        """Judge by a changed detection section from the next poll on, keeping the counters.
+
+        A detector built afresh for the new section met every entry still in
+        the counting table as a new flow, and judged its first window as its
+        whole life: a bulk flow that had ended seconds before (OVS keeps its
+        entry for ``release_after``) still averaged above the rate over its
+        life, and the change itself demoted it.  Here each flow keeps its
+        counter and its last growth, so it is judged only on what it sends
+        after that growth, as at any poll: a flow whose counter does not grow
+        is never judged at all.
+
+        Overrides end with the section that made them (the caller drops them
+        without announcing releases, as before).  A flow that was an elephant
+        keeps its run, so if its next window is bulk by the new rate it is
+        demoted again at once, not after another ``for`` in the latency class;
+        below the new rate its run ends as any other.  Runs of other flows
+        were measured against the old rate and start over.  Poll times must
+        still increase across the change: the clock is the caller's.
+        """
+        self.thresholds = Thresholds.from_spec(spec, port_rate_bps)
+        tracks = self._tracks
+        for flow, track in list(tracks.items()):
+            if track.bytes == _UNSAMPLED:
+                del tracks[flow]  # adopted and never sampled: no counter to carry over
+                continue
+            override = track.override
+            track.override = None
+            track.cutoff = track.born
+            track.run_bytes = 0
+            if override is None:
+                track.above, track.above_at = None, -math.inf
+            else:
+                # Bulk since its demotion, as far as anyone knows; the window that starts at
+                # its last growth must show it (see _evaluate), and a re-demotion counts its
+                # latency from this change, not from the flow's first packet.
+                track.above, track.above_at = override.since, track.active
+                track.since = self._now
+        self._overrides = 0
+        excess = len(tracks) - self.thresholds.max_tracked
+        if excess > 0:
+            self._evict(excess)
+
     # ----------------------------------------------------------------------------------------
     # One poll
     # ----------------------------------------------------------------------------------------

@@ -13,8 +13,14 @@ for a while, cannot get its demand there, and another path is clearly
 better.  Each pinned flow is judged against all the other pins, so noise
 in one link's measured load never makes a path look empty.
 
-Flows that did not move keep their pin as it was; the result depends on
-nothing but the arguments.
+A pin ends with its flow: at once when the flow is no longer an elephant
+(its override was released, its counting entry left the table), and once
+it has stayed below ``min_rate`` for ``release_after`` while still listed
+(an entry that lingers, a connection left open with a trickle).  One poll
+without growth is not an end: OVS refreshes counters in steps.
+
+Flows that did not move keep their pin's path and time; the result depends
+on nothing but the arguments.
 """
 
 from __future__ import annotations
@@ -31,6 +37,16 @@ from controller.fabric.paths import FabricGraph
 PLACED = "placed"
 REBALANCED = "rebalanced"
 LINK_DOWN = "link down"
+
+GONE = "gone"
+"""Released: the flow is no longer an elephant (override released, counting entry gone)."""
+ENDED = "ended"
+"""Released: the flow stayed below ``min_rate`` for ``release_after`` (it finished)."""
+ONE_PATH = "one path left"
+"""Released: still an elephant, but with no second path to choose from."""
+
+_EPSILON = 1e-9
+"""Float slack on time comparisons, so 0.5 s rounds add up to exactly ``release_after``."""
 
 _SAME_DEMAND = 0.05
 """Demands within 5 % of each other are estimates of the same share (NIC / n)."""
@@ -53,6 +69,8 @@ class Pin:
 
     path: Path
     since: float
+    quiet_since: float | None = None
+    """Since when the flow has been below ``min_rate`` (None: it is not), for its release."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,18 +87,23 @@ class Move:
 class PlacementSettings:
     hold_s: float = 5.0  # a flow moved is not moved again for a rebalance sooner than this
     min_gain: float = 0.10  # fraction of link capacity a move must gain to be worth it
+    min_rate_bps: float = 0.0  # below this a flow is not placed, and a pinned one is quiet
+    release_after_s: float = math.inf  # a pin quiet this long has ended (detection's)
 
 
 @dataclass(frozen=True)
 class Placement:
-    """The pins to install, the moves that changed them and the pins to remove."""
+    """The pins to install, the moves that changed them and the pins to remove (and why)."""
 
     pins: Mapping[FlowId, Pin] = field(default_factory=dict)
     moves: tuple[Move, ...] = ()
     released: tuple[FlowId, ...] = ()
+    reasons: Mapping[FlowId, str] = field(default_factory=dict)
+    """Why each released flow was released: ``GONE``, ``ENDED`` or ``ONE_PATH``."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "pins", MappingProxyType(dict(sorted(self.pins.items()))))
+        object.__setattr__(self, "reasons", MappingProxyType(dict(sorted(self.reasons.items()))))
 
 
 def place(
@@ -97,7 +120,10 @@ def place(
 
     1. Elephants with fewer than two shortest paths are not pinned (ECMP
        already does the only thing possible); pins of flows no longer
-       elephants, or without a choice, are released.
+       elephants, or without a choice, are released.  A flow below
+       ``min_rate`` is not pinned; a pinned one keeps its pin through a quiet
+       spell (a poll that read no growth) and loses it ("ended") once the
+       spell has lasted ``release_after``.
     2. Every pin whose path is still a shortest path reserves its demand
        there.  Then, biggest demand first, each one is taken off its path
        and moved only if its hold time has passed, its path cannot fit its
@@ -121,9 +147,22 @@ def place(
     """
     fabric = _Fabric(topology)
     wanted = {elephant.flow: elephant for elephant in elephants}
+    quiet = {flow: _quiet_since(e, pins.get(flow), now, settings) for flow, e in wanted.items()}
+    ended = {
+        flow
+        for flow, since in quiet.items()
+        if flow in pins and since is not None and now - since >= settings.release_after_s - _EPSILON
+    }
     choices = {flow: fabric.candidates(e.src_dpid, e.dst_dpid) for flow, e in wanted.items()}
-    placeable = {flow: e for flow, e in wanted.items() if len(choices[flow]) >= 2}
+    placeable = {
+        flow: e
+        for flow, e in wanted.items()
+        if len(choices[flow]) >= 2 and flow not in ended and (flow in pins or quiet[flow] is None)
+    }
     released = tuple(sorted(flow for flow in pins if flow not in placeable))
+    reasons = {
+        flow: ENDED if flow in ended else ONE_PATH if flow in wanted else GONE for flow in released
+    }
     demand = {flow: fabric.demand(e.demand_bps, choices[flow]) for flow, e in placeable.items()}
 
     ledger = _Ledger(fabric)
@@ -142,10 +181,11 @@ def place(
         ledger.release(pin.path, demand[flow])
         better = _rebalance(demand[flow], pin, choices[flow], ledger, now, settings)
         if better is None:
-            result[flow] = pin
+            same = pin.quiet_since == quiet[flow]
+            result[flow] = pin if same else Pin(pin.path, pin.since, quiet[flow])
             ledger.reserve(pin.path, demand[flow])
         else:
-            result[flow] = Pin(better, now)
+            result[flow] = Pin(better, now, quiet[flow])
             moves.append(Move(flow, pin.path, better, REBALANCED))
             ledger.reserve(better, demand[flow])
 
@@ -154,12 +194,25 @@ def place(
         flow = queue.pop(ledger)
         path = ledger.ranked(choices[flow])[0]
         old = pins.get(flow)
-        result[flow] = Pin(path, now)
+        result[flow] = Pin(path, now, quiet[flow])
         moves.append(Move(flow, old.path if old else None, path, LINK_DOWN if old else PLACED))
         ledger.reserve(path, demand[flow])
         queue.touched(fabric.links(path))
 
-    return Placement(result, tuple(moves), released)
+    return Placement(result, tuple(moves), released, reasons)
+
+
+def _quiet_since(
+    elephant: Elephant, pin: Pin | None, now: float, settings: PlacementSettings
+) -> float | None:
+    """When the flow's quiet spell began (None: it is at or above ``min_rate``).
+
+    A zero (or unknown) rate is quiet whatever ``min_rate`` is: a flow that
+    sends nothing has ended, or will have by ``release_after``."""
+    rate = elephant.rate_bps
+    if rate > 0 and rate >= settings.min_rate_bps:
+        return None
+    return pin.quiet_since if pin is not None and pin.quiet_since is not None else now
 
 
 # ---- the fabric, indexed once per call -----------------------------------------------------------

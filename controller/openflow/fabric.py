@@ -11,6 +11,7 @@ mod itself; it only sends packet-outs (LLDP probes, ARP answers).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import socket
 import threading
@@ -434,9 +435,10 @@ class FabricShell:
             for flow in flows:
                 if flow.traffic_class not in classes or flow.flow.eth_type != ETH_TYPE_IPV4:
                     continue
-                # A pinned flow stays while its counting entry lives: OVS refreshes counters
-                # in steps, so one poll can read no growth, and unpinning on it would move
-                # the flow back to the hash and back again.
+                # A pinned flow stays a candidate at any rate: OVS refreshes counters in
+                # steps, so one poll can read no growth, and unpinning on it would move the
+                # flow back to the hash and back again.  Placement releases it once it has
+                # been quiet for release_after (it ended, though its entry may linger).
                 if flow.flow not in pinned and flow.rate_bps < spec.min_rate.bps:
                     continue
                 if flow.packets and flow.bytes < ACK_STREAM_BYTES * flow.packets:
@@ -487,6 +489,7 @@ class FabricShell:
         candidates = self.elephants()
         with self._lock:
             topology, pins = self._topology, dict(self._pins)
+            pinned_info = dict(self._pin_info)
             loads = self._link_loads(topology)
         if spec is None:
             if pins:
@@ -501,7 +504,11 @@ class FabricShell:
             pins,
             loads,
             now,
-            PlacementSettings(hold_s=spec.hold),
+            PlacementSettings(
+                hold_s=spec.hold,
+                min_rate_bps=spec.min_rate.bps,
+                release_after_s=policy.detection.release_after if policy.detection else math.inf,
+            ),
         )
         info = {e.flow: (cls, e.rate_bps, e.demand_bps) for e, cls in candidates}
         with self._lock:
@@ -521,7 +528,7 @@ class FabricShell:
                 traffic_class=cls,
                 rate_bps=rate,
                 demand_bps=demand,
-                since=now,
+                since=self._wall(now),
                 path=move.new,
                 port_names=names,
             )
@@ -536,21 +543,28 @@ class FabricShell:
             old = pins.get(flow)
             if old is None:
                 continue
+            # A flow that stopped being an elephant is not among the candidates: its event
+            # carries what it was pinned with (class, last rate), not blanks.
+            cls, rate, demand = info.get(flow) or pinned_info.get(flow, ("", 0.0, 0.0))
             view = pinned_view(
                 flow,
-                traffic_class="",
-                rate_bps=0.0,
-                demand_bps=0.0,
-                since=old.since,
+                traffic_class=cls,
+                rate_bps=rate,
+                demand_bps=demand,
+                since=self._wall(old.since),
                 path=old.path,
                 port_names=names,
             )
-            # Still an elephant but released: no second path is left to choose from.
-            why = "one path left" if flow in info else "gone"
+            why = result.reasons[flow]  # gone, ended, or no second path left to choose from
             events.append(placement_event("released", view, why))
             LOG.info("fabric: released %s from %s (%s)", flow, old.path, why)
         self._request_sync(None, "placement")
         self._emit(events)
+
+    def _wall(self, at: float) -> float:
+        """Unix time of ``at``, a reading of ``self._clock``: pins are timed on the monotonic
+        clock (a hold time must not jump with NTP), views and events carry wall time."""
+        return time.time() - (self._clock() - at)
 
     def _link_loads(self, topology: Topology) -> dict[Link, float]:
         loads: dict[Link, float] = {}
@@ -582,7 +596,7 @@ class FabricShell:
                 traffic_class=info.get(flow, ("", 0.0, 0.0))[0],
                 rate_bps=info.get(flow, ("", 0.0, 0.0))[1],
                 demand_bps=info.get(flow, ("", 0.0, 0.0))[2],
-                since=pin.since,
+                since=self._wall(pin.since),
                 path=pin.path,
                 port_names=names,
             )

@@ -14,6 +14,9 @@ from controller.fabric.model import Link, Path, PortRef, Topology
 from controller.fabric.optimum import Commodity, max_throughput
 from controller.fabric.paths import path_links, shortest_paths
 from controller.fabric.placement import (
+    ENDED,
+    GONE,
+    ONE_PATH,
     Elephant,
     Move,
     Pin,
@@ -330,6 +333,7 @@ def test_flows_that_ended_are_released() -> None:
     placement = first_round(topology, elephants)
     after = place(topology, elephants[2:], placement.pins, steady_load(topology, placement), 9.0)
     assert after.released == tuple(sorted(e.flow for e in elephants[:2]))
+    assert after.reasons == dict.fromkeys(after.released, GONE)
     assert set(after.pins) == {e.flow for e in elephants[2:]}
 
 
@@ -344,7 +348,102 @@ def test_flows_with_a_single_path_are_not_pinned_and_lose_their_pin() -> None:
     after = place(one_spine_left, [local, across], placement.pins, {}, now=1.0)
     assert after.pins == {}
     assert after.released == (across.flow,)
+    assert after.reasons == {across.flow: ONE_PATH}
     assert after.moves == ()
+
+
+# ---- a pin ends with its flow -----------------------------------------------------------------
+
+ROUND = 0.5
+ENDS = PlacementSettings(min_rate_bps=200_000, release_after_s=30.0)
+"""Placement's ``min_rate`` and detection's ``release_after``, as the controller passes them."""
+
+
+def rounds(
+    topology: Topology, elephants: Sequence[Elephant], pins: Mapping[FlowId, Pin], start: float
+) -> list[tuple[float, Placement]]:
+    """Placement every ``ROUND`` from ``start`` on, each round on the last one's pins, until
+    nothing is pinned (or two minutes passed)."""
+    results = []
+    now = start
+    while pins and now < start + 120:
+        now += ROUND
+        placement = place(topology, elephants, pins, {}, now, ENDS)
+        results.append((now, placement))
+        pins = placement.pins
+    return results
+
+
+def test_a_pinned_flow_that_stopped_is_released_release_after_into_its_quiet_spell() -> None:
+    """Its counting entry is still listed (at 0 bit/s): before, the pin stayed until a link
+    failure took its path; now it ends ``release_after`` after its first quiet round."""
+    topology = leaf_spine(2, 2)
+    sending = Elephant(flow_id(1, 2, 1), 1, 2, demand_bps=NIC, rate_bps=LINK)
+    placed = place(topology, [sending], {}, {}, 0.0, ENDS)
+    assert set(placed.pins) == {sending.flow}
+    stopped = Elephant(sending.flow, 1, 2, demand_bps=NIC, rate_bps=0.0)
+    history = rounds(topology, [stopped], placed.pins, 0.0)
+    released_at, last = history[-1]
+    assert released_at == 30.5  # quiet from the round at 0.5 s
+    assert last.released == (sending.flow,)
+    assert last.reasons == {sending.flow: ENDED}
+    assert last.moves == ()
+    for _, placement in history[:-1]:
+        assert placement.pins[sending.flow].path == placed.pins[sending.flow].path
+        assert placement.pins[sending.flow].quiet_since == 0.5
+        assert placement.released == () and placement.moves == ()
+
+
+def test_a_trickle_below_min_rate_is_an_end_too() -> None:
+    """A connection left open after its transfer (keep-alives) never leaves the table."""
+    topology = leaf_spine(2, 2)
+    sending = Elephant(flow_id(1, 2, 1), 1, 2, demand_bps=NIC, rate_bps=LINK)
+    placed = place(topology, [sending], {}, {}, 0.0, ENDS)
+    trickle = Elephant(sending.flow, 1, 2, demand_bps=NIC, rate_bps=1_000.0)
+    released_at, last = rounds(topology, [trickle], placed.pins, 0.0)[-1]
+    assert (released_at, last.reasons) == (30.5, {sending.flow: ENDED})
+
+
+def test_quiet_spells_shorter_than_release_after_keep_the_pin_as_it_was() -> None:
+    """OVS refreshes counters in steps: polls that read no growth are no end."""
+    topology = leaf_spine(2, 2)
+    sending = Elephant(flow_id(1, 2, 1), 1, 2, demand_bps=NIC, rate_bps=LINK)
+    stopped = Elephant(sending.flow, 1, 2, demand_bps=NIC, rate_bps=0.0)
+    pins = place(topology, [sending], {}, {}, 0.0, ENDS).pins
+    now = 0.0
+    for _ in range(4):
+        for elephant in [stopped] * 59 + [sending]:  # 29.5 s quiet, then it sends again
+            now += ROUND
+            placement = place(topology, [elephant], pins, {}, now, ENDS)
+            assert placement.released == () and placement.moves == ()
+            pins = placement.pins
+    assert pins == {sending.flow: Pin(pins[sending.flow].path, since=0.0)}  # not quiet now
+
+
+def test_a_flow_below_min_rate_is_not_placed() -> None:
+    topology = leaf_spine(2, 2)
+    small = Elephant(flow_id(1, 2, 1), 1, 2, demand_bps=NIC, rate_bps=100_000.0)
+    idle = Elephant(flow_id(1, 2, 2), 1, 2, demand_bps=NIC, rate_bps=0.0)
+    placement = place(topology, [small, idle], {}, {}, 0.0, ENDS)
+    assert placement.pins == {} and placement.moves == ()
+
+
+def test_a_quiet_flow_moved_off_a_failed_link_keeps_its_quiet_spell() -> None:
+    """A link failure is no new start: the flow still ends on time."""
+    topology = leaf_spine(2, 2)
+    sending = Elephant(flow_id(1, 2, 1), 1, 2, demand_bps=NIC, rate_bps=LINK)
+    placed = place(topology, [sending], {}, {}, 0.0, ENDS)
+    stopped = Elephant(sending.flow, 1, 2, demand_bps=NIC, rate_bps=0.0)
+    quiet = place(topology, [stopped], placed.pins, {}, 10.0, ENDS)
+    [(leaf, uplink)] = [hop for hop in quiet.pins[sending.flow].path if hop[0] == 1]
+    three_spines = leaf_spine(3, 2)
+    failed = three_spines.without_port(PortRef(leaf, uplink))
+    moved = place(failed, [stopped], quiet.pins, {}, 20.0, ENDS)
+    [move] = moved.moves
+    assert move.reason == "link down"
+    assert moved.pins[sending.flow].quiet_since == 10.0
+    ended = place(failed, [stopped], moved.pins, {}, 40.0, ENDS)
+    assert ended.reasons == {sending.flow: ENDED}
 
 
 # ---- odd demands and scale ---------------------------------------------------------------------

@@ -10,23 +10,29 @@ spine; spine port ``i`` faces leaf ``10 + i``; leaf ports 5 and 6 face hosts.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from prometheus_client import CollectorRegistry
 
+from controller.classify.detector import Detector
 from controller.classify.flows import FlowId
+from controller.classify.reclassify import observed_flows
 from controller.classify.records import ObservedFlow
 from controller.fabric.model import Host, Link, PortRef
 from controller.fabric.placement import Pin
+from controller.fabric.snapshot import describe_event
 from controller.metrics import ControllerMetrics
 from controller.openflow import frames
 from controller.openflow.fabric import FabricShell
 from controller.openflow.observer import PortState
 from controller.openflow.settings import ActivePolicy, ControllerSettings
 from controller.policy.load import parse_policy
+from tests.classify.conftest import FakeTable
 
 SPINE = 1
 LEAF_A, LEAF_B = 11, 12
@@ -512,3 +518,182 @@ def test_a_flow_of_small_packets_is_an_ack_stream_not_an_elephant(wired: Fabric)
         ],
     )
     assert [elephant.flow for elephant, _ in shell.elephants()] == [data]
+
+
+# --------------------------------------------------------------------------------------------
+# Pinned flows as the API and the events show them
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class EventRecorder:
+    """An observer that keeps the fabric events the shell emits."""
+
+    events: list[Any] = field(default_factory=list)
+
+    def fabric_events(self, events: Sequence[Any]) -> None:
+        self.events.extend(events)
+
+
+def test_a_pins_since_is_wall_time_not_the_monotonic_clock(wired: Fabric) -> None:
+    """Pins are timed on the monotonic clock (hold times), which starts near boot: shown as
+    Unix time it read as "pinned for 20792d" (the age of the epoch) in `flowlane topology`."""
+    shell = with_hosts(wired).shell
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell._pins[data] = Pin(((LEAF_A, UPLINK),), wired.clock.now - 5.0)
+    [view] = shell.pinned()
+    assert view.since == pytest.approx(time.time() - 5.0, abs=1.0)
+    [snapshot_view] = shell.snapshot().pinned
+    assert snapshot_view.since == pytest.approx(time.time() - 5.0, abs=1.0)
+
+
+def test_a_released_flow_keeps_its_class_rate_and_pin_time_in_the_event(wired: Fabric) -> None:
+    """A flow that stopped being an elephant is released with what it was pinned with: the
+    event read ``[, 0bit/s] released`` with blanks in their place."""
+    shell = with_hosts(wired).shell
+    recorder = EventRecorder()
+    shell.settings.observers.append(recorder)
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell._pins[data] = Pin(((LEAF_A, UPLINK),), wired.clock.now - 60.0)
+    shell._pin_info[data] = ("training", 9e6, 2e7)
+    shell._place()  # no flow seen: the pinned one is gone
+    [event] = recorder.events
+    assert event.data["op"] == "released"
+    assert event.data["reason"] == "gone"
+    assert event.data["class"] == "training"
+    assert event.data["rate_bps"] == 9e6
+    assert describe_event(event.kind, event.data) == (
+        f"{data} [training, 9Mbit/s] released: {event.data['path']} (gone)"
+    )
+    assert shell.pinned() == []
+
+
+# --------------------------------------------------------------------------------------------
+# A pin's life: it ends with its flow
+# --------------------------------------------------------------------------------------------
+
+SPINE_2 = 2
+RELEASE_AFTER = 30.0  # POLICY's detection: the default release_after
+
+
+def two_spines(fabric: Fabric) -> FabricShell:
+    """Leaves 11 and 12 under spines 1 and 2 (leaf port ``s`` faces spine ``s``): two paths."""
+    shell, clock = fabric.shell, fabric.clock
+    for spine in (SPINE, SPINE_2):
+        shell.switch_ports(spine, [port(spine, LEAF_A - 10), port(spine, LEAF_B - 10)])
+    for leaf in (LEAF_A, LEAF_B):
+        shell.switch_ports(leaf, [port(leaf, n) for n in (SPINE, SPINE_2, *HOST_PORTS)])
+        for spine in (SPINE, SPINE_2):
+            cable(shell, PortRef(leaf, spine), PortRef(spine, leaf - 10))
+    clock.now += SETTLE
+    with_hosts(fabric)
+    return shell
+
+
+def test_a_pin_whose_flow_ended_is_released_after_release_after_with_an_event(
+    fabric: Fabric,
+) -> None:
+    """The flow stopped, but its counting entry is still listed at 0 bit/s (OVS keeps an
+    entry until its idle timeout, a connection can stay open): the pin stayed, at 0 bit/s,
+    until a link failure released it.  It ends ``release_after`` into the quiet spell."""
+    shell = two_spines(fabric)
+    recorder = EventRecorder()
+    shell.settings.observers.append(recorder)
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell.flows_seen(LEAF_A, [observed(data, 9e6)])
+    shell._place()
+    [pinned] = shell.pinned()
+    assert pinned.flow == str(data) and pinned.rate_bps == 9e6
+    quiet_from = fabric.clock.now + 0.5  # the first round that reads no growth
+
+    while fabric.clock.now < quiet_from + RELEASE_AFTER - 0.5:
+        fabric.clock.now += 0.5
+        shell.flows_seen(LEAF_A, [observed(data, 0.0)])
+        shell._place()
+        [pinned] = shell.pinned()  # a quiet spell (a poll without growth) is no end
+        assert pinned.rate_bps == 0.0
+    fabric.clock.now += 0.5
+    shell.flows_seen(LEAF_A, [observed(data, 0.0)])
+    shell._place()
+    assert shell.pinned() == []
+    pinned_event, released = recorder.events
+    assert pinned_event.data["op"] == "pinned"
+    assert released.data["op"] == "released"
+    assert released.data["reason"] == "ended"
+    assert released.data["flow"] == str(data)
+    assert released.data["class"] == "training"
+    assert released.data["rate_bps"] == 0.0  # what it sent when it was released
+    assert fabric.sent.syncs[-1] == (None, "placement")  # its path entries go
+
+
+def test_a_pin_survives_quiet_spells_shorter_than_release_after(fabric: Fabric) -> None:
+    shell = two_spines(fabric)
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell.flows_seen(LEAF_A, [observed(data, 9e6)])
+    shell._place()
+    before = dict(shell._pins)
+    for _ in range(3):
+        for rate in [0.0] * 59 + [9e6]:  # 29.5 s without growth, then it sends again
+            fabric.clock.now += 0.5
+            shell.flows_seen(LEAF_A, [observed(data, rate)])
+            shell._place()
+    assert shell._pins == before  # same path, same time, and no longer quiet
+
+
+def test_a_pin_whose_override_the_detector_released_goes_at_once(fabric: Fabric) -> None:
+    """Released by the detector, the flow is back in the default class: no longer placed."""
+    shell = two_spines(fabric)
+    recorder = EventRecorder()
+    shell.settings.observers.append(recorder)
+    data = FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201)
+    shell.flows_seen(LEAF_A, [observed(data, 9e6)])
+    shell._place()
+    fabric.clock.now += 0.5
+    shell.flows_seen(LEAF_A, [observed(data, 0.0, traffic_class="inference")])
+    shell._place()
+    assert shell.pinned() == []
+    released = recorder.events[-1]
+    assert (released.data["op"], released.data["reason"]) == ("released", "gone")
+    # The rate it had as a placed elephant: the view no longer lists it as one.
+    assert (released.data["class"], released.data["rate_bps"]) == ("training", 9e6)
+
+
+def test_an_elephant_the_detector_releases_loses_its_pin_in_the_next_round(
+    fabric: Fabric,
+) -> None:
+    """End to end through the worker's path: counting table, detector, flow view, placement."""
+    document = {
+        **POLICY,
+        "detection": {
+            "elephant": {"rate": "5Mbit", "class": "training"},
+            "release_after": "5s",
+        },
+    }
+    fabric.shell.settings.active = ActivePolicy(parse_policy(document, source="test"))
+    policy = fabric.shell.settings.active.policy
+    assert policy.detection is not None
+    shell = two_spines(fabric)
+    recorder = EventRecorder()
+    shell.settings.observers.append(recorder)
+    detector = Detector(policy.detection, policy.ports.rate.bps)
+    table = FakeTable()
+    data = table.start(FlowId(0x0800, 6, IP_A, IP_B, 40000, 5201), rate_mbit=9)
+    pinned_at = released_at = None
+    for step in range(60):
+        if step == 20:
+            table.rate(data, 0)  # it ends at 10 s; its counting entry stays listed
+        table.advance(0.5)
+        fabric.clock.now += 0.5
+        detector.observe(table.samples(), table.now)
+        view = observed_flows(detector, policy, (), [], {}, table.now, 0.0)
+        shell.flows_seen(LEAF_A, view.flows)
+        shell._place()
+        if pinned_at is None and shell.pinned():
+            pinned_at = table.now
+        if pinned_at is not None and released_at is None and not shell.pinned():
+            released_at = table.now
+    assert pinned_at == 1.0  # demoted after two bulk windows, placed in the same round
+    assert released_at == 15.0  # idle from its last growth at 10 s for release_after
+    assert [event.data["op"] for event in recorder.events] == ["pinned", "released"]
+    assert recorder.events[-1].data["reason"] == "gone"
+    assert recorder.events[-1].data["flow"] == str(data)
