@@ -39,7 +39,8 @@ from controller.policy.detection import DetectionSpec
 from controller.policy.jobs import JobSpec
 from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
-from controller.qos.plan import plan_port_qos, unmatched_overrides
+from controller.policy.warnings import policy_warnings
+from controller.qos.plan import plan_port_qos, port_rate, unmatched_overrides
 from controller.store.switches import FlowRecord, PortReport, SwitchReport
 
 
@@ -162,6 +163,12 @@ def plan_switches(
         f"ports.overrides.{name}: no live switch has a port {name!r}; its rate applies to nothing"
         for name in unmatched
     ]
+    ceilings = {
+        port.name: port_rate(policy, port.name, port.link_bps)[0]
+        for report in reports
+        for port in report.ports
+    }
+    warnings += [str(warning) for warning in policy_warnings(policy, ceilings)]
     return PlanOut(
         active_version=active_version,
         rule_entries=rule_entries(policy.rules),

@@ -181,7 +181,11 @@ class PlanOut(BaseModel):
     rule_entry_limit: int = Field(description="The most a policy may expand to (422 above it)")
     warnings: list[str] = Field(
         default_factory=list,
-        description="What is valid but likely a mistake: an override naming no live port",
+        description=(
+            "What is valid but will not act, each as `field.path: reason`: an override naming"
+            " no live port, an elephant rate no flow through some port can reach, placement"
+            " without detection"
+        ),
     )
     switches: list[SwitchPlanOut]
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from controller.cli.credentials import EXIT_NOT_APPLIED, ApiCallError
+from controller.cli.groups import HintingGroup
 from controller.cli.remote import (
     DEFAULT_API,
     ApiClient,
@@ -28,13 +29,17 @@ from controller.cli.remote import (
     report_failure,
     when,
 )
-from controller.cli.render import err, out, print_policy_error
+from controller.cli.render import err, out, print_policy_error, version_note
 from controller.policy.errors import PolicyError
 from controller.policy.units import format_rate
+
+if TYPE_CHECKING:  # the model loads with the planner, in the commands that need it
+    from controller.policy.model import Policy
 
 app = typer.Typer(
     help="Validate policy files; show, apply, plan and roll back the policy through the API.",
     no_args_is_help=True,
+    cls=HintingGroup,
 )
 
 FileArgument = Annotated[Path, typer.Argument(help="Policy YAML file", show_default=False)]
@@ -68,6 +73,7 @@ def validate(file: FileArgument) -> None:
     # commands only talk to the API and should not pay for them.
     from controller.pipeline.planner import plan_switch
     from controller.policy.load import load_policy_file
+    from controller.policy.warnings import policy_warnings
     from controller.qos.plan import plan_port_qos
 
     try:
@@ -93,7 +99,35 @@ def validate(file: FileArgument) -> None:
     out.print(table)
     out.print(
         f"{len(policy.rules)} rules, default class {policy.default_class!r},"
-        f" {len(plan.flows)} OpenFlow entries per switch"
+        f" {entries_text(policy, len(plan.flows))}",
+        highlight=False,
+    )
+    for warning in policy_warnings(policy):  # valid, but some setting will never act
+        out.print(f"[yellow]warning:[/] {warning}", highlight=False)
+
+
+def entries_text(policy: Policy, planned: int) -> str:
+    """What the ``planned`` entries of a switch are made of, so the count can be told from the
+    rule-entry count of ``policy plan`` (the rules' part only, and an upper bound)."""
+    from controller.pipeline.planner import forwarding_flows, learning_flows, marking_flows
+    from controller.policy.limits import rule_entries
+
+    parts = {
+        "the rules": 0,
+        "the default class": 1,
+        "detection (flow counting)": len(learning_flows(policy)),
+        "DSCP marking (3 per class)": len(marking_flows(policy)),
+        "forwarding": len(forwarding_flows()),
+    }
+    parts["the rules"] = planned - sum(parts.values())
+    shown = ", ".join(f"{count} for {what}" for what, count in parts.items() if count)
+    line = f"{planned} OpenFlow entries per switch: {shown}"
+    if policy.forwarding.fabric:
+        line += " (in fabric mode, more to forward: per discovered link and host)"
+    return (
+        f"{line}. `policy plan` counts the rules' entries alone, as an upper bound:"
+        f" {rule_entries(policy.rules)} (every match and its mirror, before identical mirrors"
+        " are merged; with the rules on an in_port, which a switch without that port skips)"
     )
 
 
@@ -134,11 +168,7 @@ def _match_text(match: object) -> str:
 
 def _version_line(body: dict[str, Any]) -> str:
     line = f"policy version {body['version']} by {body['author']} at {when(body['created_at'])}"
-    if body.get("rollback_of"):
-        line += f", a rollback to version {body['rollback_of']}"
-    if body.get("comment"):
-        line += f": {body['comment']}"
-    return line
+    return line + version_note(body.get("rollback_of"), body.get("comment"))
 
 
 def render_policy(body: dict[str, Any]) -> None:
@@ -178,7 +208,50 @@ def render_policy(body: dict[str, Any]) -> None:
     if overrides:
         line += "; " + ", ".join(f"{name} {value}" for name, value in overrides.items())
     out.print(line, highlight=False)
+    for section_line in other_sections(document):
+        out.print(section_line, highlight=False, soft_wrap=True)
     _print_applied(body)
+
+
+_SHOWN_ABOVE = ("classes", "default_class", "rules", "ports")
+_WHEN_ABSENT = {
+    "detection": "detection: none (no flow is counted, so no elephant is found or moved)",
+    "forwarding": "forwarding: normal (the default: each switch forwards on its own, OVS NORMAL)",
+}
+
+
+def _inline(value: object) -> str:
+    """A value as YAML's flow style writes it: ``{rate: 10%, class: training}``."""
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{key}: {_inline(item)}" for key, item in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_inline(item) for item in value) + "]"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+def other_sections(document: dict[str, Any]) -> list[str]:
+    """Every section the tables above leave out (detection, forwarding, tenants, and any
+    added later), as the document has it; detection and forwarding are named when absent too,
+    since their absence decides what the controller does."""
+    lines: list[str] = []
+    names = [*_WHEN_ABSENT, *(key for key in document if key not in _WHEN_ABSENT)]
+    for name in names:
+        if name in _SHOWN_ABOVE:
+            continue
+        if name not in document:
+            lines.append(_WHEN_ABSENT[name])
+            continue
+        section = document[name]
+        if isinstance(section, dict) and section:
+            lines.append(f"{name}:")
+            lines += [f"  {key}: {_inline(value)}" for key, value in section.items()]
+        else:
+            lines.append(f"{name}: {_inline(section)}")
+    return lines
 
 
 def _print_applied(body: dict[str, Any]) -> None:
@@ -267,8 +340,10 @@ def render_plan(body: dict[str, Any]) -> None:
     switches = body.get("switches", [])
     if "rule_entries" in body:
         out.print(
-            f"rules: {body['rule_entries']} classification entries per switch"
-            f" (limit {body['rule_entry_limit']})",
+            f"rules: at most {body['rule_entries']} classification entries per switch"
+            f" (limit {body['rule_entry_limit']}; every match and its mirror for two-way rules),"
+            " besides the default-class, detection, marking and forwarding entries that"
+            " `policy validate` adds to its count",
             highlight=False,
         )
     for warning in body.get("warnings", []):

@@ -39,8 +39,9 @@ from controller.openflow.worker import SwitchWorker, port_state
 from controller.pipeline.desired import FabricInputs
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
+from controller.policy.warnings import policy_warnings
 from controller.qos.ovsdb import OvsdbError
-from controller.qos.plan import unmatched_overrides
+from controller.qos.plan import port_rate, unmatched_overrides
 
 LOG = logging.getLogger("flowlane.controller")
 
@@ -65,6 +66,9 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._stopping = threading.Event()
         self.fabric = FabricShell(settings, self._packet_out, self._request_sync)
         self._threads: list[threading.Thread] = []
+        self._warned_lock = threading.Lock()
+        self._warned: tuple[int | None, set[str]] = (None, set())
+        """Policy warnings logged for this version: each is said once, not per switch."""
 
     # ---- life cycle -------------------------------------------------------
 
@@ -104,6 +108,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         """Swap the active policy and bring every connected switch to it."""
         self.settings.active = ActivePolicy(policy, version)
         self._warn_unmatched_overrides(policy)
+        self._warn_policy()
         self.fabric.policy_changed()
         LOG.info(
             "policy version %s is active; applying to %d switch(es)",
@@ -121,6 +126,27 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
                 " not connected yet (its rate applies to nothing until one has the port)",
                 ", ".join(missing),
             )
+
+    def _warn_policy(self) -> None:
+        """Log what in the active policy will never act on the ports known so far; a warning
+        is logged once per policy version (a switch that connects later can add one)."""
+        active = self.settings.active
+        policy = active.policy
+        ceilings = {
+            port.name: port_rate(policy, port.name, port.link_bps)[0]
+            for worker in self._all_workers()
+            for port in worker.ports or []
+        }
+        found = [str(warning) for warning in policy_warnings(policy, ceilings)]
+        with self._warned_lock:
+            version, said = self._warned
+            if version != active.version:
+                said = set()
+                self._warned = (active.version, said)
+            fresh = [warning for warning in found if warning not in said]
+            said.update(fresh)
+        for warning in fresh:
+            LOG.warning("policy version %s: %s", active.version, warning)
 
     def set_jobs(self, jobs: tuple[JobSpec, ...]) -> None:
         """New set of registered jobs: re-plan every switch (only job entries change)."""
@@ -163,6 +189,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     def switch_ports(self, dpid: int, ports: Sequence[PortState]) -> None:
         self.fabric.switch_ports(dpid, ports)
+        self._warn_policy()  # a port slower than the policy can make a setting void
 
     def flows_seen(self, dpid: int, flows: Sequence[ObservedFlow]) -> None:
         self.fabric.flows_seen(dpid, flows)

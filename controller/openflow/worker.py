@@ -443,7 +443,12 @@ class SwitchWorker:
     def _detector_for(self, policy: Policy, spec: DetectionSpec) -> Detector:
         if self.detector is None or self._detector_spec != spec:
             # A new threshold or class starts over: overrides of the old spec go with it.
-            self.detector = Detector(spec, policy.ports.rate.bps)
+            # The counters stay (``retune``): a new detector judged every entry still in
+            # the counting table on its whole life, and demoted flows that had ended.
+            if self.detector is None:
+                self.detector = Detector(spec, policy.ports.rate.bps)
+            else:
+                self.detector.retune(spec, policy.ports.rate.bps)
             self._detector_spec = spec
             self.overrides = {}
             self._want_qos()  # the counting table's cap is OVSDB work
@@ -655,13 +660,17 @@ class SwitchWorker:
         for port, detail in outcome.failed.items():
             self.settings.metrics.qos_errors.labels(port).inc()
             LOG.error("switch %s port %s: QoS not applied: %s; will retry", self.tag, port, detail)
+        if outcome.burst_ports:  # OVS resets the root class's burst on any reconfiguration
+            LOG.info("switch %s: HTB burst set on %s", self.tag, ", ".join(outcome.burst_ports))
         if self.synced_once and (outcome.changed_ports or outcome.filtered_ports):
             self.settings.metrics.drift_repairs.labels(self.tag, "qos").inc()
+            # Each part names its own ports and an empty one is left out: a "-" for "none"
+            # read as a port name gone missing (a kernel datapath never sets filters).
+            repairs = (("queues", outcome.changed_ports), ("tc filters", outcome.filtered_ports))
             LOG.info(
-                "switch %s: queues set on %s, tc filters set on %s",
+                "switch %s: %s",
                 self.tag,
-                ", ".join(outcome.changed_ports) or "-",
-                ", ".join(outcome.filtered_ports) or "-",
+                "; ".join(f"{what} set on {', '.join(ports)}" for what, ports in repairs if ports),
             )
         provisioned = len(plans) - len(outcome.failed) - len(outcome.vanished)
         return f"queues on {provisioned}/{len(plans)} ports ({bridge.datapath_type} datapath)"
@@ -683,6 +692,8 @@ class SwitchWorker:
             queues += port_queues(
                 port, parse_htb_classes(text), plans[port].queues, self._queue_stats, now
             )
+            if tc.root_burst_short(text, plans[port].burst_bytes):
+                self._want_qos()  # OVS reconfigured the port: its root class lost its burst
         dropped = new_drops(queues, self._queue_stats)
         started = [(q, n) for q, n in dropped if (q.port, q.traffic_class) not in self._dropping]
         self._dropping = {(q.port, q.traffic_class) for q, _ in dropped}

@@ -98,7 +98,7 @@ RateField = Annotated[
                 {"type": "string", "examples": ["50Mbit", "10%"]},
                 {"type": "integer", "minimum": 1},
             ],
-            "description": "bit, Kbit, Mbit, Gbit (decimal), a % of the port rate, or bit/s",
+            "description": "bit, Kbit, Mbit, Gbit (decimal), a % of ports.rate, or bit/s",
         }
     ),
 ]
@@ -114,6 +114,11 @@ class ElephantSpec(BaseModel):
     share of the port is never demoted however much it sends over its life,
     while a bulk transfer is caught within ``for`` (sooner with ``bytes``).
 
+    A share resolves against ``ports.rate``, one threshold per switch: the
+    counting table learns a flow's 5-tuple, not the port it leaves by, so the
+    share cannot follow each port's ceiling.  Where a port is too slow for the
+    threshold, ``controller.policy.warnings`` says so.
+
     ``rate`` defaults to ``DEFAULT_RATE``, so a section that names only
     ``bytes`` (once PIAS, where a flow's total decided) now means bytes sent
     while above that share.
@@ -127,7 +132,10 @@ class ElephantSpec(BaseModel):
 
     rate: RateField = Field(
         default=DEFAULT_RATE,
-        description="the rate a flow must keep up to count as bulk; default 10% of the port",
+        description=(
+            "the rate a flow must keep up to count as bulk; default 10% of ports.rate"
+            " (not of each port: a port slower than this is warned about)"
+        ),
     )
     sustain: DurationField | None = Field(
         default=None,

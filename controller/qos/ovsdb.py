@@ -52,6 +52,8 @@ class QueueState:
     min_bps: int
     max_bps: int
     priority: int
+    burst_bits: int = 0
+    """``other_config:burst``, which OVS's linux-htb takes in bits (0: unset, one frame)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,10 @@ class PortQosState:
     queue_uuids: tuple[str, ...]
 
     def satisfies(self, plan: PortQos) -> bool:
-        wanted = {q.queue_id: QueueState(q.min_bps, q.max_bps, q.priority) for q in plan.queues}
+        burst = plan.burst_bytes * 8
+        wanted = {
+            q.queue_id: QueueState(q.min_bps, q.max_bps, q.priority, burst) for q in plan.queues
+        }
         return self.owned and self.rate_bps == plan.rate_bps and self.queues == wanted
 
 
@@ -158,6 +163,7 @@ class Ovsdb:
                     _int(config.get("min-rate")) or 0,
                     _int(config.get("max-rate")) or 0,
                     _int(config.get("priority")) or 0,
+                    _int(config.get("burst")) or 0,
                 )
             owner = qos["external_ids"] if isinstance(qos["external_ids"], dict) else {}
             states[port["name"]] = PortQosState(
@@ -203,6 +209,8 @@ class Ovsdb:
                     f"other-config:min-rate={queue.min_bps}",
                     f"other-config:max-rate={queue.max_bps}",
                     f"other-config:priority={queue.priority}",
+                    # Bits, and the HTB class's cburst too (see plan.htb_burst_bytes).
+                    f"other-config:burst={plan.burst_bytes * 8}",
                     f"external-ids:{OWNER_KEY}={plan.port_name}",
                     f"external-ids:flowlane-class={queue.class_name}",
                 ]

@@ -22,6 +22,8 @@ LOG = logging.getLogger("flowlane.qos")
 class QosOutcome:
     changed_ports: list[str] = field(default_factory=list)
     filtered_ports: list[str] = field(default_factory=list)
+    burst_ports: list[str] = field(default_factory=list)
+    """Ports whose root HTB class got its burst back (OVS resets it on reconfiguration)."""
     failed: dict[str, str] = field(default_factory=dict)
     vanished: list[str] = field(default_factory=list)
     """Ports the switch reported that were gone by the time queues were set (being deleted)."""
@@ -57,10 +59,11 @@ def reconcile_bridge(ovsdb: Ovsdb, bridge: Bridge, plans: Mapping[str, PortQos])
             # One transaction failed; retry port by port to find the culprit(s).
             for plan in stale:
                 _apply_one(ovsdb, plan, outcome)
-    if bridge.userspace:
-        for name, plan in plans.items():
-            if name in current and name not in outcome.failed:
+    for name, plan in plans.items():
+        if name in current and name not in outcome.failed:
+            if bridge.userspace:
                 _ensure_filters(plan, outcome)
+            _ensure_root_burst(plan, outcome)
     return outcome
 
 
@@ -80,6 +83,19 @@ def _ensure_filters(plan: PortQos, outcome: QosOutcome) -> None:
     try:
         if tc.ensure(plan.port_name, tc_filters(plan)):
             outcome.filtered_ports.append(plan.port_name)
+    except tc.TcError as exc:
+        if exc.missing_device:
+            outcome.vanished.append(plan.port_name)
+        else:
+            outcome.failed[plan.port_name] = str(exc)
+
+
+def _ensure_root_burst(plan: PortQos, outcome: QosOutcome) -> None:
+    if plan.port_name in outcome.failed or plan.port_name in outcome.vanished:
+        return
+    try:
+        if tc.ensure_root_burst(plan.port_name, plan.rate_bps, plan.burst_bytes):
+            outcome.burst_ports.append(plan.port_name)
     except tc.TcError as exc:
         if exc.missing_device:
             outcome.vanished.append(plan.port_name)

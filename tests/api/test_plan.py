@@ -224,3 +224,25 @@ def test_reports_without_ports_or_with_queues_of_another_layout(
         "queue 7 (legacy): min 1Kbit, max 2Kbit, priority 3, dscp 10"
     ]
     assert len(port["queues"]["added"]) == 3
+
+
+def test_a_detection_rate_above_a_live_port_ceiling_is_warned_about(
+    client: TestClient, document: dict[str, Any], report_switch: Any
+) -> None:
+    """The default 10% of 10Gbit is 1Gbit/s: s1-eth2's 1Gbit link can never carry more."""
+    report_switch(0x1)
+    document["detection"] = {"elephant": {"class": "training"}}
+    [warning] = plan(client, document)["warnings"]
+    assert warning.startswith(
+        "detection.elephant.rate: 10% of ports.rate 10Gbit = 1Gbit/s is at or above the ceiling"
+        " of ports.overrides.s1-eth3 (50Mbit), port s1-eth2 (1Gbit):"
+    )
+    assert "never detected" in warning
+
+
+def test_fabric_placement_without_detection_is_warned_about(
+    client: TestClient, document: dict[str, Any]
+) -> None:
+    document["forwarding"] = "fabric"
+    [warning] = plan(client, document)["warnings"]
+    assert warning.startswith("forwarding.placement: placement is on")

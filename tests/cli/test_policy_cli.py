@@ -207,3 +207,44 @@ def test_a_waited_write_that_no_switch_reports_is_not_a_success() -> None:
     assert render_written(body, WriteOptions("op", wait=True)) is False
     assert render_written({**body, "applied": {"000000000000000a": 4}}, WriteOptions("op"))
     assert render_written(body, WriteOptions("op", wait=False)) is True
+
+
+SILENT_TRAPS = """\
+classes:
+  inference: {priority: 0, dscp: 46, min_rate: 20%}
+  training: {priority: 1, dscp: 26, min_rate: 70%}
+default_class: inference
+ports:
+  rate: 10Gbit
+  overrides: {s1-eth1: 100Mbit}
+"""
+
+
+def test_validate_warns_of_a_detection_rate_a_port_cannot_reach(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Valid, so exit 0, but the default 10% (1Gbit/s) never fires on a 100Mbit port."""
+    path = tmp_path / "slow-port.yaml"
+    path.write_text(SILENT_TRAPS + "detection:\n  elephant: {class: training}\n")
+    result = runner.invoke(app, ["policy", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert (
+        "warning: detection.elephant.rate: 10% of ports.rate 10Gbit = 1Gbit/s is at or above"
+        " the ceiling of ports.overrides.s1-eth1 (100Mbit)"
+    ) in flat(result.stdout)
+
+
+def test_validate_warns_of_fabric_placement_without_detection(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    path = tmp_path / "fabric.yaml"
+    path.write_text(SILENT_TRAPS + "forwarding: fabric\n")
+    result = runner.invoke(app, ["policy", "validate", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "warning: forwarding.placement: placement is on" in flat(result.stdout)
+    assert "no `detection` section" in flat(result.stdout)
+
+
+def test_validate_of_the_default_policy_has_no_warning(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["policy", "validate", str(DEFAULT_POLICY)])
+    assert "warning" not in result.stdout

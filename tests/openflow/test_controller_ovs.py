@@ -20,6 +20,7 @@ import pytest
 from ovs_bridge import OvsBridge, owned_qos_ports, sh
 
 from controller.policy.load import load_policy_file
+from controller.qos.tc import htb_bursts
 
 pytestmark = pytest.mark.ovs
 
@@ -101,6 +102,18 @@ def test_connect_installs_the_whole_plan_queues_and_filters(
         # the override port is shaped at 50 Mbit, the other at the policy's 1 Gbit
         assert "rate 50Mbit ceil 50Mbit" in tc_classes(bridge.ports[0])
         assert "rate 1Gbit ceil 1Gbit" in tc_classes(bridge.ports[1])
+        # HTB bursts sized for each port's rate (2 ms), the root class's set through tc
+        harness.wait_for(
+            "the root classes' bursts",
+            lambda: (
+                "root rate 1Gbit ceil 1Gbit burst 250000b cburst 250000b"
+                in tc_classes(bridge.ports[1])
+            ),
+            10,
+        )
+        for port, burst in ((bridge.ports[1], 250_000), (bridge.ports[0], 12_500)):
+            bursts = htb_bursts(tc_classes(port))  # tc prints them back from ticks, rounded
+            assert all(abs(b - burst) <= burst // 100 for b in bursts.values()), bursts
         # inference: HTB prio 0, 20 % of 50 Mbit guaranteed
         assert "class htb 1:1 parent 1:fffe prio 0 rate 10Mbit ceil 50Mbit" in tc_classes(
             bridge.ports[0]
