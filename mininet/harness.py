@@ -27,6 +27,7 @@ from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch, RemoteController
 from mininet.topo import Topo
+from topologies import OffloadOffHost
 
 from controller.pipeline.flows import Owner, cookie_owner
 from controller.pipeline.planner import plan_switch
@@ -526,6 +527,7 @@ def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator
         topo=topo,
         switch=user_switch(),
         controller=partial(RemoteController, ip="127.0.0.1", port=ofp_port),
+        host=OffloadOffHost,  # any topology's hosts: TCP stalls with TX checksum offload on
         autoSetMacs=False,
         build=False,
     )
@@ -548,8 +550,6 @@ def network(topo: Topo, ofp_port: int, rstp_root: str | None = None) -> Iterator
                 )
         _allow_congestion_control()
         for host in net.hosts:
-            for intf in host.intfList():
-                host.cmd(f"ethtool -K {intf.name} tx off >/dev/null 2>&1")
             _set_congestion_control(host)
         for switch in net.switches:
             for uuid in (
