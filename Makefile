@@ -2,7 +2,9 @@
 # runs every test. Both set the machine up first (Debian packages, .venv, Open vSwitch).
 
 SHELL := /bin/bash
-POLICY ?= policies/default.yaml
+# POLICY=FILE makes FILE the active policy version; unset, the stored policy is kept (an
+# empty store gets the shipped default), so a plain `make run` never replaces an operator's.
+POLICY ?=
 OFP_PORT ?= 6653
 API_PORT ?= 8080
 METRICS_PORT ?= 9100
@@ -16,8 +18,8 @@ ovs: setup
 	@deploy/start-ovs.sh
 
 run: ovs
-	.venv/bin/flowlane up --policy $(POLICY) --ofp-port $(OFP_PORT) --api-port $(API_PORT) \
-		--metrics-port $(METRICS_PORT)
+	.venv/bin/flowlane up $(if $(POLICY),--policy $(POLICY)) --ofp-port $(OFP_PORT) \
+		--api-port $(API_PORT) --metrics-port $(METRICS_PORT)
 
 test: ovs
 	@deploy/test.sh

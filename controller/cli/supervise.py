@@ -7,6 +7,12 @@ must not turn the supervisor into a fork loop, so each quick death doubles
 the wait before the next start, up to a ceiling; a child that ran for a
 while before it died was healthy, and starts over from the shortest wait.
 
+A child that dies before the stack is up is different: it has never been
+healthy, so starting it again cannot help (a policy that does not validate,
+a port another process holds) and only hides the cause behind a restart
+loop.  Until ``settled`` is called, a death is a ``StartFailedError``; the
+stack stops and says why, and nothing is restarted.
+
 The decisions live here, apart from the processes, so they can be tested
 with a fake clock; ``controller.cli.up`` only polls processes and starts
 the ones this says are due.
@@ -68,6 +74,18 @@ class Restart:
         )
 
 
+class StartFailedError(RuntimeError):
+    """A child died while the stack was starting: a start failure, never restarted."""
+
+    def __init__(self, name: str, returncode: int, ran_s: float, pid: int | None = None) -> None:
+        self.name = name
+        self.returncode = returncode
+        self.ran_s = ran_s
+        self.pid = pid
+        who = name if pid is None else f"{name} (pid {pid})"
+        super().__init__(f"{who} {exit_text(returncode)} during start-up (after {ran_s:.1f} s)")
+
+
 def exit_text(returncode: int) -> str:
     """A ``Popen.returncode`` as a person reads it: a negative one is the signal that killed it."""
     if returncode < 0:
@@ -89,8 +107,9 @@ class _Child:
 class Supervisor:
     """Which children run, which wait for a restart, and when that restart is due.
 
-    ``started`` after every start (the first one too), ``exited`` when a
-    running child is found dead, ``due`` for the children to start now.
+    ``started`` after every start (the first one too), ``settled`` once every
+    child is up, ``exited`` when a running child is found dead, ``due`` for the
+    children to start now.
     """
 
     def __init__(
@@ -99,6 +118,16 @@ class Supervisor:
         self.backoff = backoff if backoff is not None else Backoff()
         self._clock = clock
         self._children: dict[str, _Child] = {}
+        self._settled = False
+
+    def settled(self) -> None:
+        """Start-up is over: from now on a death is restarted, with back-off."""
+        self._settled = True
+
+    @property
+    def starting(self) -> bool:
+        """True until ``settled``: a death now is a start failure."""
+        return not self._settled
 
     def started(self, name: str) -> None:
         now = self._clock()
@@ -115,12 +144,17 @@ class Supervisor:
         return child is not None and child.restart is None
 
     def exited(self, name: str, returncode: int, pid: int | None = None) -> Restart:
-        """A running child died with ``returncode``: when to start it again, and why."""
+        """A running child died with ``returncode``: when to start it again, and why.
+
+        Before ``settled`` there is no restart: ``StartFailedError`` says who died and how.
+        """
         child = self._children.get(name)
         if child is None or child.restart is not None:
             raise ValueError(f"{name} is not running: it cannot exit")
         now = self._clock()
         ran_s = max(0.0, now - child.started_at)
+        if not self._settled:
+            raise StartFailedError(name, returncode, ran_s, pid)
         healthy = ran_s >= self.backoff.healthy_after_s
         child.delay_s = self.backoff.next_delay(child.delay_s, ran_s)
         child.attempt = 1 if healthy else child.attempt + 1

@@ -9,15 +9,31 @@ their flows, and the controller and the API reconnect to a restarted Redis
 by themselves, which is why Redis comes back on the same port.  Ctrl-C or
 SIGTERM stops them all by PID, newest first (API, controller, Redis).
 
+Start-up fails fast and says why in one line, before any banner: a policy
+file that does not validate, a port another process listens on (and which
+process), a child that dies while starting (it is not restarted: whatever
+stopped it would stop it again).  "flowlane is up" is printed only once each
+printed port is held by the very child that was started for it (its socket's
+inode is among that child's descriptors), the controller it started beats in
+Redis, and the API it started reports that controller: another stack
+answering on the same ports cannot pass for this one.
+
 The private Redis keeps its data (append-only file, fsync every second, plus
 RDB snapshots) in a data directory, so policy versions, jobs and events
 survive a restart of Redis and of ``flowlane up``; ``--ephemeral`` runs it
 from a temporary directory with persistence off, for tests and demos.
+
+``--policy FILE`` makes FILE the active policy version (written through the
+policy store's compare-and-set, like any other writer; the same document
+adds no version), unless ``--keep-stored-policy``; without ``--policy`` the
+stored policy stays, and an empty store gets the shipped default.
 """
 
 from __future__ import annotations
 
 import contextlib
+import enum
+import errno
 import fcntl
 import os
 import secrets
@@ -33,7 +49,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
@@ -42,14 +58,26 @@ import typer
 from rich.markup import escape
 
 from controller.api.settings import MAX_BODY_BYTES
-from controller.auth.files import TOKEN_FILE_ENV, default_token_file
+from controller.auth.files import (
+    TOKEN_FILE_ENV,
+    default_token_file,
+    read_token_file,
+    write_secret_file,
+)
 from controller.cli.api import tls_options
 from controller.cli.controller import ofp_tls
+from controller.cli.ports import bind_error, holders_text, listens_on, port_holders
 from controller.cli.render import LogFormatOption, err, out
-from controller.cli.supervise import Supervisor, exit_text
+from controller.cli.supervise import StartFailedError, Supervisor
 from controller.logs import LogFormat
-from controller.policy.load import default_policy_path
-from controller.store.policies import HISTORY_LIMIT
+from controller.policy.errors import PolicyError
+from controller.policy.load import default_policy_path, load_policy_document
+from controller.store.client import connect
+from controller.store.errors import StoreUnavailableError, VersionConflictError
+from controller.store.liveness import CONTROLLER_MAX_AGE_S
+from controller.store.policies import HISTORY_LIMIT, PolicyStore
+from controller.store.switches import SwitchStore
+from controller.store.tokens import TokenStore
 
 DATA_DIR_ENV = "FLOWLANE_DATA_DIR"
 LOCK_FILE = "flowlane.lock"
@@ -57,6 +85,11 @@ REDIS_LOG = "redis.log"
 REDIS_AUTH_CONF = "redis-auth.conf"
 """The private Redis's password (0600), written afresh by every ``flowlane up``."""
 REDIS_URL_ENV = "FLOWLANE_REDIS_URL"
+POLICY_AUTHOR = "flowlane up"
+"""The author of the versions ``flowlane up --policy FILE`` writes (``flowlane policy history``)."""
+READY_TIMEOUT_S = 60.0
+TOKEN_WAIT_S = 5.0
+"""How long the banner waits for the API to write the first admin token of an empty store."""
 _POLL_S = 0.1
 
 
@@ -97,6 +130,107 @@ def redis_args(
     return [*args, "--save", "", "--appendonly", "no"]
 
 
+class PolicyAction(enum.Enum):
+    """What ``flowlane up`` does with its policy file, given the store."""
+
+    FIRST = "first"
+    """The store has no policy: the file becomes its first version."""
+    REPLACE = "replace"
+    """``--policy FILE`` on a store with a policy: FILE becomes the next version (the
+    store adds none when the document is the active one)."""
+    KEEP = "keep"
+    """The stored policy stays active: no ``--policy``, or ``--keep-stored-policy``."""
+
+
+def policy_action(given: bool, keep_stored: bool, stored: int | None) -> PolicyAction:
+    """``given``: the operator named a file (not the shipped default); ``stored``: the
+    store's active version.  An operator's stored policy is never replaced by the default
+    (``make run`` without ``POLICY=``), and a file named on the command line is never
+    silently ignored."""
+    if stored is None:
+        return PolicyAction.FIRST
+    if given and not keep_stored:
+        return PolicyAction.REPLACE
+    return PolicyAction.KEEP
+
+
+def policy_banner(
+    action: PolicyAction,
+    path: Path,
+    version: int,
+    previous: int | None,
+    unchanged: bool,
+    keep_stored: bool,
+) -> str:
+    """The banner's policy line: the active version and where it came from."""
+    if action is PolicyAction.FIRST:
+        return f"version {version} from {path} (the store had none)"
+    if action is PolicyAction.REPLACE:
+        if unchanged:
+            return f"version {version}, already in the store: the same as {path}"
+        return (
+            f"version {version} from {path} (author {POLICY_AUTHOR}), replacing version {previous}"
+        )
+    if keep_stored:
+        return f"version {version}, stored earlier ({path} not applied: --keep-stored-policy)"
+    return f"version {version}, stored earlier (--policy FILE makes a file the active version)"
+
+
+class TokenState(enum.Enum):
+    VALID = "valid"
+    """The token file holds a token the store accepts."""
+    REFUSED = "refused"
+    """The token file holds a token the store does not know (revoked, expired, another store's)."""
+    MISSING = "missing"
+    """No token file (or an empty one)."""
+
+
+def token_banner(path: Path, had_tokens: bool, state: TokenState) -> str:
+    """The banner's token line, saying where the token came from: only an empty store
+    gets a new admin token; a store with tokens leaves the file as it was."""
+    if state is TokenState.VALID:
+        if had_tokens:
+            return f"{path} (written by an earlier start; this store accepts it)"
+        return f"{path} (a new admin token: the store had none)"
+    if state is TokenState.REFUSED:
+        return (
+            f"{path} holds a token this store refuses (revoked, expired or another store's);"
+            " an admin makes a new one: flowlane token create NAME --role admin"
+        )
+    if had_tokens:
+        return (
+            f"none in {path}: the store already has tokens, so none was made;"
+            " an admin makes one: flowlane token create NAME --role admin"
+        )
+    return f"none in {path} yet: the API has not written the first admin token"
+
+
+def cli_command(on_path: str | None, ours: Path | None, python: str) -> tuple[str, str | None]:
+    """How to run this installation's CLI, and a line saying how to put it on ``PATH``.
+
+    ``on_path``: what ``shutil.which("flowlane")`` found; ``ours``: the ``flowlane`` next to
+    this interpreter (None when there is none, e.g. a source tree run with ``-m``).  The
+    banner's commands must work as pasted, so a ``flowlane`` that is missing from
+    ``PATH``, or is another installation, is replaced by the absolute path.
+    """
+    if ours is None:
+        return ("flowlane", None) if on_path else (f"{python} -m controller", None)
+    if on_path is not None and Path(on_path).resolve() == ours.resolve():
+        return "flowlane", None
+    export = f'export PATH="{ours.parent}:$PATH"'
+    if on_path is None:
+        return str(ours), f"flowlane is not on PATH; {export}"
+    return str(ours), f"the flowlane on PATH is {on_path}, not this one; {export}"
+
+
+def first_policy_error(path: Path, error: PolicyError) -> str:
+    """One line for an invalid policy file: the file, its first error, how to see the rest."""
+    first = error.errors[0] if error.errors else "invalid"
+    more = len(error.errors) - 1
+    rest = f" (and {more} more: flowlane policy validate {path})" if more > 0 else ""
+    return f"policy {path} is invalid: {first}{rest}"
+
+
 # ---- the shell ------------------------------------------------------------------------
 
 
@@ -125,12 +259,7 @@ def write_redis_password(directory: Path) -> tuple[Path, str]:
     """
     password = secrets.token_urlsafe(24)
     config = directory / REDIS_AUTH_CONF
-    config.unlink(missing_ok=True)
-    fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, f"requirepass {password}\n".encode())
-    finally:
-        os.close(fd)
+    write_secret_file(config, f"requirepass {password}\n".encode())
     return config, password
 
 
@@ -144,10 +273,12 @@ def _redis_ready(url: str) -> Callable[[], bool]:
     return check
 
 
-def _http_ok(url: str, mutual_tls: bool = False) -> Callable[[], bool]:
-    """Whether ``url`` answers 200. Our own child's certificate is not checked (it may be
-    for a name other than the probe's address); an API that requires client certificates,
-    which this probe has none of, counts as ready once it accepts connections."""
+def _api_ready(url: str, controller_id: str, mutual_tls: bool = False) -> Callable[[], bool]:
+    """Whether the API at ``url`` is ready and counts ``controller_id`` among its controllers:
+    an API that answers but reads another Redis (another stack's) never lists it.  Our own
+    child's certificate is not checked (it may be for a name other than the probe's
+    address); an API that requires client certificates, which this probe has none of,
+    counts once it accepts connections (its socket's owner is checked apart)."""
     parts = urlsplit(url)
 
     def check() -> bool:
@@ -158,11 +289,94 @@ def _http_ok(url: str, mutual_tls: bool = False) -> Callable[[], bool]:
             except OSError:
                 return False
         try:
-            return httpx.get(url, timeout=0.5, verify=False).status_code == 200
-        except httpx.HTTPError:
+            answer = httpx.get(url, timeout=0.5, verify=False)
+            return answer.status_code == 200 and controller_id in answer.json()["controllers"]
+        except (httpx.HTTPError, ValueError, KeyError, TypeError):
             return False
 
     return check
+
+
+def _beats(client: redis.Redis, controller_id: str) -> Callable[[], bool]:
+    """Whether the controller we started has a live heartbeat in our Redis."""
+    switches = SwitchStore(client)
+
+    def check() -> bool:
+        try:
+            return controller_id in switches.live_controllers(CONTROLLER_MAX_AGE_S)
+        except (StoreUnavailableError, redis.RedisError):
+            return False
+
+    return check
+
+
+Port = tuple[str, str, int]
+"""(option, listen address, port) of a port a child listens on, e.g. ("--api-port", ...)."""
+
+
+def port_problems(ports: list[Port]) -> list[str]:
+    """Why each port cannot be listened on now, naming what holds a port in use."""
+    problems = []
+    for option, host, port in ports:
+        error = bind_error(host, port)
+        if error is None:
+            continue
+        if error.errno == errno.EADDRINUSE:
+            problems.append(holders_text(port, option, port_holders(port)))
+        else:
+            problems.append(f"{option} {port} on {host}: {error.strerror or error}")
+    return problems
+
+
+def _refuse_busy_ports(ports: list[Port]) -> None:
+    busy = port_problems(ports)
+    if busy:
+        raise StackError("; ".join(busy))
+
+
+def _token_state(tokens: TokenStore, path: Path) -> TokenState:
+    try:
+        secret = read_token_file(path)
+    except OSError:
+        return TokenState.MISSING
+    if secret is None:
+        return TokenState.MISSING
+    try:
+        return TokenState.VALID if tokens.authenticate(secret) is not None else TokenState.REFUSED
+    except StoreUnavailableError:
+        return TokenState.REFUSED
+
+
+def _settle_policy(
+    client: redis.Redis,
+    path: Path,
+    document: dict[str, Any],
+    given: bool,
+    keep_stored: bool,
+    history_limit: int,
+) -> str:
+    """Make the policy file the active version if it should be (``policy_action``), through
+    the store's compare-and-set write, before the controller starts: the controller then
+    starts on it.  Returns the banner's policy line."""
+    store = PolicyStore(client, history_limit=history_limit)
+    stored = store.active_version()
+    action = policy_action(given, keep_stored, stored)
+    if action is PolicyAction.KEEP:
+        assert stored is not None
+        return policy_banner(action, path, stored, None, unchanged=True, keep_stored=keep_stored)
+    comment = f"initial policy from {path}" if stored is None else f"flowlane up --policy {path}"
+    try:
+        written = store.write(
+            document, author=POLICY_AUTHOR, comment=comment, expected_version=stored
+        )
+    except VersionConflictError as exc:
+        raise StackError(
+            f"the active policy changed from version {exc.expected} to {exc.active} while"
+            f" flowlane up was storing {path}; start it again"
+        ) from None
+    return policy_banner(
+        action, path, written.policy.version, stored, written.unchanged, keep_stored
+    )
 
 
 def _say(message: str, error: bool = False) -> None:
@@ -185,6 +399,8 @@ class _Child:
     stop_timeout_s: float = 10.0
     env: dict[str, str] | None = None
     """Extra environment (the Redis URL with its password: never in the command line)."""
+    ports: tuple[Port, ...] = ()
+    """Every port this child listens on: it is up only once it holds each of them."""
     process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> subprocess.Popen[bytes]:
@@ -195,6 +411,16 @@ class _Child:
             env={**os.environ, **self.env} if self.env else None,
         )
         return self.process
+
+    def listens(self, port: int) -> Callable[[], bool]:
+        """Whether this very process holds the listening socket on ``port`` (where /proc
+        cannot tell, the other checks decide)."""
+
+        def check() -> bool:
+            process = self.process
+            return process is not None and listens_on(process.pid, port) is not False
+
+        return check
 
     def stop(self) -> None:
         process = self.process
@@ -207,6 +433,10 @@ class _Child:
             _say(f"{self.name} (pid {process.pid}) ignored SIGTERM; killing it", error=True)
             process.kill()
             process.wait(5)
+
+
+Check = tuple[str, Callable[[], bool]]
+"""What is awaited, as the timeout names it, and whether it holds now."""
 
 
 @dataclass
@@ -224,18 +454,36 @@ class _Stack:
         self.supervisor.started(child.name)
         return process
 
-    def wait(self, what: str, ready: Callable[[], bool], child: _Child, timeout_s: float) -> None:
-        assert child.process is not None
+    def check_children(self) -> None:
+        """During start-up, any child found dead stops the start (``StartFailedError``):
+        it is not restarted, and the line says what stopped it when a port explains it."""
+        for child in self.children:
+            process = child.process
+            if process is None or process.poll() is None:
+                continue
+            try:
+                self.supervisor.exited(child.name, process.returncode, process.pid)
+            except StartFailedError as exc:
+                busy = port_problems(list(child.ports))
+                cause = f": {'; '.join(busy)}" if busy else " (its own output above says why)"
+                raise StackError(f"{exc}{cause}") from None
+
+    def wait(self, checks: list[Check], timeout_s: float) -> None:
+        """Until every check holds, every child alive; a check that held is not asked again."""
         deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        pending = list(checks)
+        while True:
             if self.stopping:
                 raise _StoppedError
-            if child.process.poll() is not None:
-                raise StackError(f"{what} {exit_text(child.process.returncode)}")
-            if ready():
+            self.check_children()
+            pending = [(what, ready) for what, ready in pending if not ready()]
+            if not pending:
+                self.check_children()  # none died while the last check ran
                 return
+            if time.monotonic() >= deadline:
+                waited = ", ".join(what for what, _ in pending)
+                raise StackError(f"not ready after {timeout_s:g} s: {waited}")
             time.sleep(_POLL_S)
-        raise StackError(f"{what} not ready after {timeout_s:g}s")
 
     def stop(self) -> None:
         """Newest first, so the API goes before the controller and Redis goes last (the
@@ -246,6 +494,7 @@ class _Stack:
     def supervise(self) -> None:
         """Until Ctrl-C/SIGTERM: report each death, start each child whose back-off is over."""
         supervisor = self.supervisor
+        supervisor.settled()
         by_name = {child.name: child for child in self.children}
         while not self.stopping:
             for child in self.children:
@@ -327,11 +576,19 @@ def up(
     policy: Annotated[
         Path | None,
         typer.Option(
-            help="Policy YAML used when Redis has none [default: the shipped default policy,"
-            " flowlane policy default prints it]",
+            help="Policy YAML to make the active version (the store adds none when it is the"
+            " active one already) [default: keep the stored policy; an empty store gets the"
+            " shipped default, flowlane policy default prints it]",
             show_default=False,
         ),
     ] = None,
+    keep_stored_policy: Annotated[
+        bool,
+        typer.Option(
+            help="With --policy: keep the store's active policy if it has one (FILE is then"
+            " only checked, and used on an empty store)"
+        ),
+    ] = False,
     redis_url: Annotated[
         str | None, typer.Option(help="Use this Redis instead of starting a private one")
     ] = None,
@@ -383,21 +640,33 @@ def up(
     access_log: Annotated[bool, typer.Option(help="Log every API request")] = False,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;
-    stop them all on Ctrl-C."""
+    stop them all on Ctrl-C. Exits 1, saying why in one line, if any of them cannot start."""
     if redis_url is not None and ephemeral:
         err.print(
             "[bold red]flowlane up:[/] --ephemeral is for the private Redis; drop --redis-url"
         )
         raise typer.Exit(2)
-    policy = policy if policy is not None else default_policy_path()
+    policy_given = policy is not None
+    policy = (policy if policy is not None else default_policy_path()).absolute()
     api_tls = tls_options(tls_cert, tls_key, tls_client_ca)
     switch_tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
     stack = _Stack()
     signal.signal(signal.SIGTERM, stack.on_signal)
     signal.signal(signal.SIGINT, stack.on_signal)
     flowlane = [sys.executable, "-m", "controller"]
+    api_port_spec: Port = ("--api-port", api_host, api_port)
+    controller_ports: tuple[Port, ...] = (("--ofp-port", ofp_host, ofp_port),)
+    if metrics_port:
+        controller_ports += (("--metrics-port", "127.0.0.1", metrics_port),)
     with contextlib.ExitStack() as resources:
         try:
+            # Everything that can be known before a child starts is checked first, so a
+            # mistake costs one line and no start-up: the policy, the data directory's
+            # lock (another stack on it is named as such), then the ports.
+            try:
+                _, document = load_policy_document(policy)
+            except PolicyError as exc:
+                raise StackError(first_policy_error(policy, exc)) from None
             storage = "external"
             shown_url = without_password(redis_url) if redis_url is not None else None
             if redis_url is None:
@@ -415,6 +684,7 @@ def up(
                     directory = (data_dir or default_data_dir(os.geteuid(), Path.home())).absolute()
                     lock = (resources.enter_context(open_data_dir(directory)),)
                     storage = f"{directory} (append-only file)"
+                _refuse_busy_ports([api_port_spec, *controller_ports])
                 config, password = write_redis_password(directory)
                 redis_url = f"redis://:{password}@127.0.0.1:{redis_port}/0"
                 shown_url = f"redis://127.0.0.1:{redis_port}/0 (password in {config})"
@@ -427,14 +697,36 @@ def up(
                     quiet=True,
                     pass_fds=lock,
                     stop_timeout_s=30.0,  # a clean stop writes its snapshot first
+                    ports=(("the private Redis's port", "127.0.0.1", redis_port),),
                 )
                 stack.start(redis_child)
                 try:
-                    stack.wait("redis-server", _redis_ready(redis_url), redis_child, 30)
+                    stack.wait(
+                        [
+                            (f"redis-server on 127.0.0.1:{redis_port}", _redis_ready(redis_url)),
+                            (
+                                f"redis-server holding 127.0.0.1:{redis_port}",
+                                redis_child.listens(redis_port),
+                            ),
+                        ],
+                        30,
+                    )
                 except StackError as exc:
                     raise StackError(f"{exc}{_redis_log_tail(directory)}") from None
-            elif not _redis_ready(redis_url)():
-                raise StackError(f"Redis at {redis_url} does not answer")
+            else:
+                _refuse_busy_ports([api_port_spec, *controller_ports])
+                if not _redis_ready(redis_url)():
+                    raise StackError(f"Redis at {shown_url} does not answer")
+            client = resources.enter_context(contextlib.closing(connect(redis_url)))
+            tokens = token_file or default_token_file(os.environ, Path.home())
+            token_store = TokenStore(client)
+            try:
+                policy_line = _settle_policy(
+                    client, policy, document, policy_given, keep_stored_policy, history_limit
+                )
+                had_tokens = bool(token_store.all())
+            except StoreUnavailableError as exc:
+                raise StackError(f"Redis at {shown_url}: {exc}") from None
             secret_env = {REDIS_URL_ENV: redis_url}
             controller_args = ["--policy", str(policy)]
             controller_args += ["--ofp-host", ofp_host, "--ofp-port", str(ofp_port)]
@@ -449,12 +741,15 @@ def up(
                     str(switch_tls.ca),
                 ]
             controller_child = _Child(
-                "controller", [*flowlane, "controller", *controller_args], env=secret_env
+                "controller",
+                [*flowlane, "controller", *controller_args],
+                env=secret_env,
+                ports=controller_ports,
             )
-            stack.start(controller_child)
+            controller_process = stack.start(controller_child)
+            controller_id = f"{socket.gethostname()}:{controller_process.pid}"
             api_args = ["--host", api_host, "--port", str(api_port)]
             api_args += ["--history-limit", str(history_limit)]
-            tokens = token_file or default_token_file(os.environ, Path.home())
             api_args += ["--token-file", str(tokens), "--max-body", str(max_body)]
             api_args += ["--log-format", log_format.value]
             api_args += ["--access-log"] if access_log else []
@@ -464,33 +759,56 @@ def up(
                 ("--tls-client-ca", tls_client_ca),
             ):
                 api_args += [option, str(path)] if path is not None else []
-            api_child = _Child("api", [*flowlane, "api", *api_args], env=secret_env)
+            api_child = _Child(
+                "api", [*flowlane, "api", *api_args], env=secret_env, ports=(api_port_spec,)
+            )
             stack.start(api_child)
             api = f"{'https' if api_tls else 'http'}://{api_host}:{api_port}"
-            stack.wait(
-                "the API and a controller heartbeat",
-                _http_ok(f"{api}/readyz", mutual_tls=tls_client_ca is not None),
-                api_child,
-                60,
-            )
-            if controller_child.process is not None and controller_child.process.poll() is not None:
-                raise StackError(f"controller {exit_text(controller_child.process.returncode)}")
+            checks: list[Check] = [
+                (f"the controller on {option} {port}", controller_child.listens(port))
+                for option, _, port in controller_ports
+            ]
+            checks += [
+                (f"a heartbeat of controller {controller_id}", _beats(client, controller_id)),
+                (f"the API on --api-port {api_port}", api_child.listens(api_port)),
+                (
+                    f"{api}/readyz listing controller {controller_id}",
+                    _api_ready(f"{api}/readyz", controller_id, tls_client_ca is not None),
+                ),
+            ]
+            stack.wait(checks, READY_TIMEOUT_S)
+            token_deadline = time.monotonic() + (0.0 if had_tokens else TOKEN_WAIT_S)
+            while True:  # an empty store's token is written by the API as it starts
+                state = _token_state(token_store, tokens)
+                if state is TokenState.VALID or time.monotonic() >= token_deadline:
+                    break
+                if stack.stopping:
+                    raise _StoppedError
+                time.sleep(_POLL_S)
+            cli, path_hint = cli_command(shutil.which("flowlane"), _installed_cli(), sys.executable)
             metrics = f"http://127.0.0.1:{metrics_port}/metrics" if metrics_port else "off"
             pids = ", ".join(
                 f"{child.name} {child.process.pid}" for child in stack.children if child.process
             )
+            out.print("[bold green]flowlane is up[/]", highlight=False)
+            lines = [
+                ("REST API", f"{api}  (docs: {api}/docs)"),
+                ("OpenFlow", f"{'ssl' if switch_tls else 'tcp'}:{ofp_host}:{ofp_port}"),
+                ("metrics", metrics),
+                ("Redis", str(shown_url)),
+                ("Redis data", storage),
+                ("policy", policy_line),
+                ("API token", token_banner(tokens, had_tokens, state)),
+                ("watch", f"{cli} top --api {api}"),
+                *([("PATH", path_hint)] if path_hint else []),
+                ("pids", pids),
+            ]
             out.print(
-                f"[bold green]flowlane is up[/]\n"
-                f"  REST API     {api}  (docs: {api}/docs)\n"
-                f"  OpenFlow     {'ssl' if switch_tls else 'tcp'}:{ofp_host}:{ofp_port}\n"
-                f"  metrics      {metrics}\n"
-                f"  Redis        {shown_url}\n"
-                f"  Redis data   {storage}\n"
-                f"  API token    {tokens} (the first admin token of an empty store)\n"
-                f"  watch        flowlane top --api {api}\n"
-                f"  pids         {pids}\n"
-                "A child that dies is started again. Ctrl-C stops everything.",
+                "".join(f"  {name:<12} {text}\n" for name, text in lines)
+                + "A child that dies is started again. Ctrl-C stops everything.",
                 highlight=False,
+                markup=False,  # paths and URLs are printed as they are
+                soft_wrap=True,  # one line each, whatever the width: the lines are pasted
             )
             stack.supervise()
         except _StoppedError:
@@ -502,3 +820,9 @@ def up(
         finally:
             stack.stop()
     out.print("flowlane stopped")
+
+
+def _installed_cli() -> Path | None:
+    """The ``flowlane`` script installed next to this interpreter (a venv's ``bin``)."""
+    script = Path(sys.executable).parent / "flowlane"
+    return script if script.is_file() else None

@@ -6,7 +6,7 @@ import signal
 
 import pytest
 
-from controller.cli.supervise import Backoff, Supervisor, exit_text
+from controller.cli.supervise import Backoff, StartFailedError, Supervisor, exit_text
 
 
 class Clock:
@@ -33,6 +33,7 @@ def crash_loop(supervisor: Supervisor, clock: Clock, name: str, deaths: int) -> 
 def test_a_crash_loop_backs_off_exponentially_up_to_the_ceiling() -> None:
     clock = Clock()
     supervisor = Supervisor(Backoff(initial_s=0.5, max_s=30.0), clock)
+    supervisor.settled()  # start-up over: deaths are restarted
     supervisor.started("controller")
     delays = crash_loop(supervisor, clock, "controller", 10)
     assert delays == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0]
@@ -41,6 +42,7 @@ def test_a_crash_loop_backs_off_exponentially_up_to_the_ceiling() -> None:
 def test_a_restart_is_not_due_before_its_back_off_is_over() -> None:
     clock = Clock()
     supervisor = Supervisor(Backoff(initial_s=0.5), clock)
+    supervisor.settled()  # start-up over: deaths are restarted
     supervisor.started("api")
     clock.now += 3.0
     restart = supervisor.exited("api", -signal.SIGKILL)
@@ -57,6 +59,7 @@ def test_a_restart_is_not_due_before_its_back_off_is_over() -> None:
 def test_a_healthy_run_resets_the_back_off() -> None:
     clock = Clock()
     supervisor = Supervisor(Backoff(initial_s=0.5, healthy_after_s=10.0), clock)
+    supervisor.settled()  # start-up over: deaths are restarted
     supervisor.started("redis-server")
     assert crash_loop(supervisor, clock, "redis-server", 4) == [0.5, 1.0, 2.0, 4.0]
     clock.now += 10.0  # ran long enough to count as healthy
@@ -67,6 +70,7 @@ def test_a_healthy_run_resets_the_back_off() -> None:
 def test_a_run_just_short_of_healthy_keeps_backing_off() -> None:
     clock = Clock()
     supervisor = Supervisor(Backoff(initial_s=0.5, healthy_after_s=10.0), clock)
+    supervisor.settled()  # start-up over: deaths are restarted
     supervisor.started("api")
     crash_loop(supervisor, clock, "api", 2)
     clock.now += 9.9
@@ -77,6 +81,7 @@ def test_a_run_just_short_of_healthy_keeps_backing_off() -> None:
 def test_children_are_independent_and_due_in_start_order() -> None:
     clock = Clock()
     supervisor = Supervisor(Backoff(initial_s=1.0), clock)
+    supervisor.settled()  # start-up over: deaths are restarted
     for name in ("redis-server", "controller", "api"):
         supervisor.started(name)
     crash_loop(supervisor, clock, "controller", 3)  # controller now waits 8 s next time
@@ -92,6 +97,7 @@ def test_children_are_independent_and_due_in_start_order() -> None:
 
 def test_only_a_running_child_can_exit() -> None:
     supervisor = Supervisor(clock=Clock())
+    supervisor.settled()  # start-up over: deaths are restarted
     with pytest.raises(ValueError, match="api is not running"):
         supervisor.exited("api", 1)
     supervisor.started("api")
@@ -103,12 +109,45 @@ def test_only_a_running_child_can_exit() -> None:
 def test_a_restart_says_who_died_how_and_what_happens_next() -> None:
     clock = Clock()
     supervisor = Supervisor(Backoff(initial_s=0.5), clock)
+    supervisor.settled()  # start-up over: deaths are restarted
     supervisor.started("controller")
     clock.now += 12.25
     restart = supervisor.exited("controller", -signal.SIGKILL, pid=4242)
     assert restart.describe() == (
         "controller (pid 4242) was killed by SIGKILL after 12.2 s; restarting in 0.5 s (restart 1)"
     )
+
+
+def test_a_death_during_start_up_is_a_start_failure_and_is_never_restarted() -> None:
+    """A child that could not bind its port or load its policy would die again at once:
+    before the stack is up, a death stops the start instead of feeding a restart loop."""
+    clock = Clock()
+    supervisor = Supervisor(Backoff(initial_s=0.5), clock)
+    supervisor.started("redis-server")
+    supervisor.started("controller")
+    assert supervisor.starting
+    clock.now += 1.25
+    with pytest.raises(StartFailedError) as failure:
+        supervisor.exited("controller", 1, pid=4242)
+    assert (
+        str(failure.value)
+        == "controller (pid 4242) exited with status 1 during start-up (after 1.2 s)"
+    )
+    assert (failure.value.name, failure.value.returncode) == ("controller", 1)
+    clock.now += 60.0
+    assert supervisor.due() == []  # nothing scheduled: the stack stops
+    assert supervisor.running("controller")
+
+
+def test_after_start_up_the_same_death_is_restarted() -> None:
+    clock = Clock()
+    supervisor = Supervisor(Backoff(initial_s=0.5), clock)
+    supervisor.started("controller")
+    supervisor.settled()
+    assert not supervisor.starting
+    clock.now += 1.0
+    restart = supervisor.exited("controller", 1)
+    assert (restart.delay_s, restart.attempt) == (0.5, 1)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -22,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -32,13 +34,23 @@ from typer.testing import CliRunner
 from controller.cli.main import app
 from controller.cli.up import (
     LOCK_FILE,
+    PolicyAction,
     StackError,
+    TokenState,
+    _Child,
+    _Stack,
+    cli_command,
     default_data_dir,
+    first_policy_error,
     open_data_dir,
+    policy_action,
+    policy_banner,
     redis_args,
+    token_banner,
     without_password,
     write_redis_password,
 )
+from controller.policy.errors import FieldError, PolicyError
 from controller.store.client import connect
 from controller.store.switches import SwitchStore
 
@@ -113,7 +125,7 @@ def children(pid: int) -> dict[str, int]:
     return found
 
 
-def stop(process: subprocess.Popen[bytes], timeout_s: float = 20) -> None:
+def stop(process: subprocess.Popen[Any], timeout_s: float = 20) -> None:
     """By PID: SIGTERM, then SIGKILL for the process and anything left in its session."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
@@ -470,3 +482,357 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
         for pid in seen:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+# ---- the first hour: start-up fails fast and truthfully ------------------------------------
+
+
+def test_the_policy_file_replaces_a_stored_policy_only_when_named() -> None:
+    assert policy_action(given=False, keep_stored=False, stored=None) is PolicyAction.FIRST
+    assert policy_action(given=True, keep_stored=True, stored=None) is PolicyAction.FIRST
+    assert policy_action(given=True, keep_stored=False, stored=3) is PolicyAction.REPLACE
+    assert policy_action(given=True, keep_stored=True, stored=3) is PolicyAction.KEEP
+    # make run without POLICY=: the shipped default never replaces an operator's policy
+    assert policy_action(given=False, keep_stored=False, stored=3) is PolicyAction.KEEP
+
+
+def test_the_policy_line_says_which_version_runs_and_where_it_came_from() -> None:
+    path = Path("/p/b.yaml")
+    assert policy_banner(PolicyAction.FIRST, path, 1, None, False, False) == (
+        "version 1 from /p/b.yaml (the store had none)"
+    )
+    assert policy_banner(PolicyAction.REPLACE, path, 5, 4, False, False) == (
+        "version 5 from /p/b.yaml (author flowlane up), replacing version 4"
+    )
+    assert policy_banner(PolicyAction.REPLACE, path, 4, 4, True, False) == (
+        "version 4, already in the store: the same as /p/b.yaml"
+    )
+    assert "--keep-stored-policy" in policy_banner(PolicyAction.KEEP, path, 4, None, True, True)
+    assert "stored earlier" in policy_banner(PolicyAction.KEEP, path, 4, None, True, False)
+
+
+def test_the_token_line_says_where_the_token_came_from() -> None:
+    path = Path("/h/.config/flowlane/token")
+    assert token_banner(path, had_tokens=False, state=TokenState.VALID) == (
+        f"{path} (a new admin token: the store had none)"
+    )
+    assert token_banner(path, had_tokens=True, state=TokenState.VALID) == (
+        f"{path} (written by an earlier start; this store accepts it)"
+    )
+    refused = token_banner(path, had_tokens=True, state=TokenState.REFUSED)
+    assert refused.startswith(f"{path} holds a token this store refuses")
+    missing = token_banner(path, had_tokens=True, state=TokenState.MISSING)
+    assert missing.startswith(f"none in {path}: the store already has tokens")
+    assert "first admin token of an empty store" not in refused + missing
+
+
+def test_the_banner_names_a_cli_that_works_as_pasted(tmp_path: Path) -> None:
+    ours = tmp_path / "venv" / "bin" / "flowlane"
+    ours.parent.mkdir(parents=True)
+    ours.write_text("")
+    assert cli_command(str(ours), ours, "/py") == ("flowlane", None)
+    command, hint = cli_command(None, ours, "/py")
+    assert command == str(ours)
+    assert hint == f'flowlane is not on PATH; export PATH="{ours.parent}:$PATH"'
+    command, hint = cli_command("/usr/local/bin/flowlane", ours, "/py")
+    assert command == str(ours) and hint is not None and "/usr/local/bin/flowlane" in hint
+    assert cli_command(None, None, "/py") == ("/py -m controller", None)
+
+
+def test_an_invalid_policy_is_one_line_naming_the_file_and_its_first_error() -> None:
+    error = PolicyError([FieldError("classes.x.min_rate", "Field required")] * 3, "f")
+    assert first_policy_error(Path("/p/bad.yaml"), error) == (
+        "policy /p/bad.yaml is invalid: classes.x.min_rate: Field required"
+        " (and 2 more: flowlane policy validate /p/bad.yaml)"
+    )
+
+
+def run_up(
+    args: list[str], timeout_s: float = 60
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``flowlane up`` expected to exit by itself: its result and how long it took."""
+    started = time.monotonic()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "controller", "up", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        stop(process)
+        stdout, stderr = process.communicate()
+        raise AssertionError(
+            f"flowlane up still running after {timeout_s:g} s:\n{stdout}{stderr}"
+        ) from None
+    finally:
+        stop(process)
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), (
+        time.monotonic() - started
+    )
+
+
+def flowlane_line(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("flowlane up:")]
+
+
+def test_up_with_an_invalid_policy_exits_1_at_once_naming_the_file(tmp_path: Path) -> None:
+    """It used to print the errors, then wait 60 s on a dead controller and a 503 /readyz."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(POLICY.replace("min_rate: 20%", "min_rat: 20%"))
+    args = ["--ephemeral", "--policy", str(bad), "--api-port", str(free_port())]
+    args += ["--ofp-port", str(free_port()), "--metrics-port", "0"]
+    args += ["--token-file", str(tmp_path / "token")]
+    done, took = run_up(args)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert took < 15, f"took {took:.1f} s"
+    lines = flowlane_line(done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert f"policy {bad} is invalid: classes.inference.min_rate" in lines[0]
+    assert "flowlane is up" not in done.stdout
+
+
+class ForeignStack:
+    """Another stack's API on a port: answers every GET 200, /readyz ready with a controller."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = b'{"status": "ready", "controllers": ["elsewhere:1"]}'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *_: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port: int = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(5)
+
+
+def test_up_on_another_stacks_port_exits_1_naming_the_port_and_its_holder(
+    tmp_path: Path,
+) -> None:
+    """It used to print "flowlane is up" with the other stack's URL (its /readyz answered)."""
+    foreign = ForeignStack()
+    try:
+        args = ["--ephemeral", "--policy", str(tmp_path / "p.yaml"), "--metrics-port", "0"]
+        (tmp_path / "p.yaml").write_text(POLICY)
+        args += ["--api-port", str(foreign.port), "--ofp-port", str(free_port())]
+        args += ["--token-file", str(tmp_path / "token")]
+        done, took = run_up(args)
+    finally:
+        foreign.close()
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "flowlane is up" not in done.stdout
+    assert took < 15, f"took {took:.1f} s"
+    lines = flowlane_line(done.stderr)
+    assert len(lines) == 1, done.stderr
+    assert f"port {foreign.port} (--api-port) is in use by pid {os.getpid()} (" in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_child_that_cannot_bind_its_port_is_a_start_failure_not_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The port is taken after the pre-flight check (a race): the child dies on it, the start
+    stops with the port and its holder named, and the child is never started again."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        marker = tmp_path / "starts"
+        code = (
+            f"import socket; open({str(marker)!r}, 'a').write('x');"
+            f" socket.socket().bind(('127.0.0.1', {port}))"
+        )
+        stack = _Stack()
+        child = _Child(
+            "api", [sys.executable, "-c", code], ports=(("--api-port", "127.0.0.1", port),)
+        )
+        stack.start(child)
+        try:
+            with pytest.raises(StackError) as failure:
+                stack.wait([("the API on --api-port", child.listens(port))], 30)
+        finally:
+            stack.stop()
+        message = str(failure.value)
+        assert message.startswith("api (pid ") and "exited with status 1 during start-up" in message
+        assert f"port {port} (--api-port) is in use by pid {os.getpid()}" in message
+        time.sleep(1.0)  # longer than the first back-off
+        assert stack.supervisor.due() == []
+        assert marker.read_text() == "x"  # started once, never again
+
+
+def test_up_waits_for_its_own_child_on_the_port_not_any_listener(tmp_path: Path) -> None:
+    """A listener that is not the child (the port is held by this test) never makes it ready."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        port = held.getsockname()[1]
+        stack = _Stack()
+        child = _Child("api", [sys.executable, "-c", "import time; time.sleep(30)"])
+        stack.start(child)
+        try:
+            with pytest.raises(StackError, match=f"not ready after 1 s: the API on port {port}"):
+                stack.wait([(f"the API on port {port}", child.listens(port))], 1)
+        finally:
+            stack.stop()
+        assert child.process is not None and child.process.poll() is not None
+
+
+def start_up_stack(
+    tmp_path: Path, name: str, extra: list[str], env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], Path]:
+    """``flowlane up`` on ``tmp_path/data``, run until its banner (asserted)."""
+    log = tmp_path / f"{name}.log"
+    args = ["--data-dir", str(tmp_path / "data"), "--api-port", str(free_port())]
+    args += ["--ofp-port", str(free_port()), "--metrics-port", "0"]
+    args += ["--token-file", str(tmp_path / "token"), *extra]
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "controller", "up", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+            start_new_session=True,
+            env=env,
+        )
+    try:
+        wait_for(
+            f"flowlane up ({name})",
+            lambda: process.poll() is not None or "flowlane is up" in log.read_text(),
+            90,
+        )
+        assert process.poll() is None, log.read_text()
+    except BaseException:
+        stop(process, timeout_s=30)
+        raise
+    return process, log
+
+
+def banner(log: Path, name: str) -> str:
+    match = re.search(rf"^  {name} +(.*)$", log.read_text(), re.MULTILINE)
+    assert match is not None, log.read_text()
+    return match[1]
+
+
+def stop_up(process: subprocess.Popen[bytes], log: Path) -> None:
+    process.send_signal(signal.SIGTERM)
+    try:
+        assert process.wait(30) == 0, log.read_text()
+    finally:
+        stop(process, timeout_s=30)
+
+
+def test_the_banner_names_a_flowlane_that_runs_as_pasted(tmp_path: Path) -> None:
+    """``make run`` does not put the venv on PATH: the banner used to say bare ``flowlane``."""
+    venv_bin = str(Path(sys.executable).parent)
+    path = ":".join(p for p in os.environ.get("PATH", "").split(":") if p != venv_bin)
+    process, log = start_up_stack(tmp_path, "first", [], {**os.environ, "PATH": path})
+    try:
+        watch = banner(log, "watch").split()
+        assert watch[0] == str(Path(venv_bin) / "flowlane"), watch
+        assert banner(log, "PATH") == f'flowlane is not on PATH; export PATH="{venv_bin}:$PATH"'
+        version = subprocess.run([watch[0], "--version"], capture_output=True, timeout=30)
+        assert version.returncode == 0, version.stderr
+    finally:
+        stop_up(process, log)
+
+
+def test_the_token_line_tells_a_restart_from_a_first_start(tmp_path: Path) -> None:
+    """It said "the first admin token of an empty store" on every start."""
+    token = tmp_path / "token"
+    process, first = start_up_stack(tmp_path, "first", [])
+    stop_up(process, first)
+    process, log = start_up_stack(tmp_path, "second", [])
+    try:
+        line = banner(log, "API token")
+        assert "empty store" not in line and "the store had none" not in line
+        assert line == f"{token} (written by an earlier start; this store accepts it)"
+    finally:
+        stop_up(process, log)
+    assert banner(first, "API token") == f"{token} (a new admin token: the store had none)"
+
+
+def test_policy_on_a_store_with_a_policy_becomes_the_next_version(tmp_path: Path) -> None:
+    """It used to be ignored: the stored policy ran, and nothing said so."""
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text(POLICY)
+    second.write_text(yaml.safe_dump({**yaml.safe_load(POLICY), "default_class": "training"}))
+
+    def stored(log: Path) -> tuple[dict[str, object], list[int]]:
+        api = banner(log, "REST API").split()[0]
+        auth = {"Authorization": f"Bearer {(tmp_path / 'token').read_text().strip()}"}
+        active = httpx.get(f"{api}/v1/policy", headers=auth, timeout=10).json()
+        history = httpx.get(f"{api}/v1/policy/history", headers=auth, timeout=10).json()
+        return active, [entry["version"] for entry in history["versions"]]
+
+    process, first_log = start_up_stack(tmp_path, "first", ["--policy", str(first)])
+    stop_up(process, first_log)
+
+    process, log = start_up_stack(tmp_path, "second", ["--policy", str(second)])
+    try:
+        active, versions = stored(log)
+        assert (active["version"], active["author"]) == (2, "flowlane up")
+        assert active["policy"]["default_class"] == "training"  # type: ignore[index]
+        assert banner(log, "policy") == (
+            f"version 2 from {second} (author flowlane up), replacing version 1"
+        )
+    finally:
+        stop_up(process, log)
+    assert banner(first_log, "policy") == f"version 1 from {first} (the store had none)"
+
+    # The same file again adds no version; --keep-stored-policy and no --policy keep it.
+    process, log = start_up_stack(tmp_path, "third", ["--policy", str(second)])
+    try:
+        assert banner(log, "policy") == f"version 2, already in the store: the same as {second}"
+    finally:
+        stop_up(process, log)
+    process, log = start_up_stack(
+        tmp_path, "fourth", ["--policy", str(first), "--keep-stored-policy"]
+    )
+    try:
+        assert banner(log, "policy") == (
+            f"version 2, stored earlier ({first} not applied: --keep-stored-policy)"
+        )
+    finally:
+        stop_up(process, log)
+    process, log = start_up_stack(tmp_path, "fifth", [])
+    try:
+        active, versions = stored(log)
+        assert (active["version"], versions) == (2, [2, 1])
+        assert banner(log, "policy").startswith("version 2, stored earlier")
+    finally:
+        stop_up(process, log)
+
+
+def make_run_command(*assignments: str) -> str:
+    done = subprocess.run(
+        ["make", "-n", "run", *assignments], capture_output=True, text=True, cwd=REPO, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return next(line for line in done.stdout.splitlines() if "flowlane up" in line)
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="no make")
+def test_make_run_passes_a_policy_only_when_policy_is_set() -> None:
+    """A plain ``make run`` keeps the operator's stored policy; ``POLICY=`` replaces it."""
+    assert "--policy" not in make_run_command()
+    assert "--policy policies/examples/mininet.yaml" in make_run_command(
+        "POLICY=policies/examples/mininet.yaml"
+    )
