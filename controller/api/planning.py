@@ -13,13 +13,14 @@ not in a switch's report, so the plan lists flow entries and port queues.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from controller.api.schemas import (
     FlowChangesOut,
     PlanOut,
     PortPlanOut,
     QueueChangesOut,
+    QuotaUseOut,
     SwitchPlanOut,
 )
 from controller.classify.reclassify import adopted_overrides
@@ -39,12 +40,13 @@ from controller.policy.detection import DetectionSpec
 from controller.policy.jobs import JobSpec
 from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
+from controller.policy.quotas import JobLoad, quota_use
 from controller.policy.warnings import policy_warnings
 from controller.qos.plan import plan_port_qos, port_rate, unmatched_overrides
-from controller.store.switches import FlowRecord, PortReport, SwitchReport
+from controller.store.switches import PortReport, ReportedFlow, SwitchReport
 
 
-def installed_flow(record: FlowRecord) -> InstalledFlow:
+def installed_flow(record: ReportedFlow) -> InstalledFlow:
     """A reported flow in the planner's canonical form.
 
     A field the planner never uses (a foreign entry's ``arp_op``, say) cannot
@@ -113,6 +115,8 @@ class LiveState:
     fabric: FabricSnapshot | None = None
     enforced_detection: DetectionSpec | None = None
     """The detection section of the active policy: overrides survive only an unchanged one."""
+    job_tenants: Mapping[str, str | None] = field(default_factory=dict)
+    """The tenant of each job, by name (None: an unscoped token's): for the quotas' headroom."""
 
 
 def plan_report(
@@ -175,4 +179,20 @@ def plan_switches(
         rule_entry_limit=MAX_POLICY_ENTRIES,
         warnings=warnings,
         switches=[plan_report(policy, r, applied.get(r.dpid_hex), live) for r in reports],
+        quotas=quota_headroom(policy, live or LiveState()),
     )
+
+
+def quota_headroom(policy: Policy, live: LiveState) -> list[QuotaUseOut]:
+    """Each quota of ``policy`` against the live jobs, counted as a registration counts."""
+    loads = [JobLoad(job.name, live.job_tenants.get(job.name), job.entries) for job in live.jobs]
+    return [
+        QuotaUseOut(
+            quota=use.quota,
+            tenant=use.tenant,
+            limit=use.limit,
+            used=use.used,
+            headroom=use.headroom,
+        )
+        for use in quota_use(policy.quotas, rule_entries(policy.rules), loads, policy.tenants)
+    ]

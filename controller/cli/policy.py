@@ -29,7 +29,7 @@ from controller.cli.remote import (
     report_failure,
     when,
 )
-from controller.cli.render import err, out, print_policy_error, version_note
+from controller.cli.render import err, out, plain, print_policy_error, safe, version_note
 from controller.policy.errors import PolicyError
 from controller.policy.units import format_rate
 
@@ -167,7 +167,8 @@ def _match_text(match: object) -> str:
 
 
 def _version_line(body: dict[str, Any]) -> str:
-    line = f"policy version {body['version']} by {body['author']} at {when(body['created_at'])}"
+    author = safe(body["author"])  # the line is printed as markup
+    line = f"policy version {body['version']} by {author} at {when(body['created_at'])}"
     return line + version_note(body.get("rollback_of"), body.get("comment"))
 
 
@@ -322,8 +323,8 @@ def render_history(body: dict[str, Any]) -> None:
         table.add_row(
             str(version["version"]),
             when(version["created_at"]),
-            version["author"],
-            version["comment"],
+            plain(version["author"]),  # stored text: shown as it is, never as markup
+            plain(version["comment"]),
             ", ".join(notes),
         )
     out.print(table)
@@ -336,6 +337,20 @@ def _changes_cell(changes: dict[str, Any]) -> str:
     )
 
 
+def quota_lines(quotas: list[dict[str, Any]]) -> list[str]:
+    """One line per quota of the plan: its use under the planned policy and the headroom
+    left (a tenant's name is the API's text: printed without markup)."""
+    lines = []
+    for use in quotas:
+        whose = f" (tenant {use['tenant']})" if use.get("tenant") else ""
+        if use["quota"].endswith("jobs_per_tenant") and not use.get("tenant"):
+            whose = " (tokens without a tenant)"
+        headroom = use["headroom"]
+        left = f"{headroom} left" if headroom >= 0 else f"{-headroom} over: new jobs refused"
+        lines.append(f"quota {use['quota']}{whose}: {use['used']} of {use['limit']}, {left}")
+    return lines
+
+
 def render_plan(body: dict[str, Any]) -> None:
     switches = body.get("switches", [])
     if "rule_entries" in body:
@@ -346,6 +361,8 @@ def render_plan(body: dict[str, Any]) -> None:
             " `policy validate` adds to its count",
             highlight=False,
         )
+    for line in quota_lines(body.get("quotas", [])):
+        out.print(line, highlight=False, markup=False)
     for warning in body.get("warnings", []):
         out.print(f"[yellow]warning:[/] {warning}", highlight=False)
     if not switches:

@@ -16,6 +16,7 @@ from controller.policy.forwarding import forwarding_errors
 from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
 from controller.policy.model import Policy
 from controller.policy.parts import PolicyParts, policy_parts
+from controller.policy.quotas import quota_errors
 from controller.policy.tenants import tenant_errors
 from controller.policy.units import ShareRate, format_rate
 
@@ -55,6 +56,7 @@ def cross_field_errors(parts: PolicyParts) -> list[FieldError]:
         *forwarding,
         *tenant_errors(parts.tenants),
         *_size_errors(parts),
+        *_quota_errors(parts),
     ]
 
 
@@ -152,3 +154,11 @@ def _size_errors(parts: PolicyParts) -> Iterator[FieldError]:
             f"the rules expand to {entries} OpenFlow entries per switch, more than the limit"
             f" of {MAX_POLICY_ENTRIES}: use fewer rules, or wider port ranges and networks",
         )
+
+
+def _quota_errors(parts: PolicyParts) -> list[FieldError]:
+    """The rules must fit the entry quota they share with the jobs."""
+    if parts.quotas is None:
+        return []
+    valid = (rule.rule for rule in parts.rules.values() if rule.rule is not None)
+    return quota_errors(parts.quotas, rule_entries(valid))

@@ -132,9 +132,15 @@ class JobSpec(BaseModel):
     endpoints: list[Endpoint] = Field(min_length=1, max_length=MAX_ENDPOINTS)
     ttl: TtlField = DEFAULT_TTL_S
 
+    @property
+    def entries(self) -> int:
+        """Classification entries the job costs on every switch: the bound the expansion
+        limit and the ``entries_per_switch`` quota both judge (``job_entries``)."""
+        return job_entries(endpoint.ports for endpoint in self.endpoints)
+
     @model_validator(mode="after")
     def _check_expansion(self) -> JobSpec:
-        entries = job_entries(endpoint.ports for endpoint in self.endpoints)
+        entries = self.entries
         if entries > MAX_JOB_ENTRIES:
             raise ValueError(
                 f"the endpoints expand to {entries} OpenFlow entries per switch, more than the"

@@ -22,6 +22,7 @@ from pydantic import (
 from controller.policy.detection import DetectionSpec
 from controller.policy.forwarding import ForwardingSpec
 from controller.policy.match import MatchSpec
+from controller.policy.quotas import Quotas
 from controller.policy.tenants import MAX_TENANTS, Tenant
 from controller.policy.units import (
     AbsoluteRate,
@@ -101,6 +102,8 @@ class Policy(BaseModel):
     """``normal`` (OVS L2 switching) or ``fabric`` (the controller routes a leaf-spine)."""
     tenants: dict[Name, Tenant] = Field(default_factory=dict, max_length=MAX_TENANTS)
     """Teams sharing the fabric, by the networks of their hosts: scopes tenant tokens."""
+    quotas: Quotas = Field(default_factory=Quotas)
+    """Jobs per tenant, and rule and job entries per switch (``controller.policy.quotas``)."""
 
     @property
     def class_names(self) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from controller.policy.detection import DetectionSpec
 from controller.policy.forwarding import ForwardingSpec
 from controller.policy.model import Policy, PortRates, Rule, TrafficClass
+from controller.policy.quotas import Quotas
 from controller.policy.tenants import Tenant
 from controller.policy.units import AbsoluteRate, Rate
 
@@ -70,6 +71,7 @@ class PolicyParts:
     detection_known: bool = True
     forwarding: ForwardingSpec | None = None
     tenants: Mapping[str, Tenant] = field(default_factory=dict)
+    quotas: Quotas | None = None
 
 
 def policy_parts(policy: Policy) -> PolicyParts:
@@ -88,6 +90,7 @@ def policy_parts(policy: Policy) -> PolicyParts:
         detection=policy.detection,
         forwarding=policy.forwarding,
         tenants=policy.tenants,
+        quotas=policy.quotas,
     )
 
 
@@ -113,6 +116,7 @@ def document_parts(document: Mapping[str, Any]) -> PolicyParts:
         detection_known=detection is not None or document.get("detection") is None,
         forwarding=sections.get("forwarding"),
         tenants=_valid_items(document.get("tenants", {}), Tenant),
+        quotas=sections.get("quotas"),
     )
 
 

@@ -3,18 +3,27 @@
 Keys: ``<prefix>:jobs`` hash name → JSON record; channel ``<prefix>:jobs:events``
 gets ``{"job": name}`` on every change, so controllers re-plan at once.
 A job past its expiry is invisible to readers even before anyone purges it.
+
+``put`` may take an ``admit`` check of the live jobs (the API's quotas): it
+runs on the jobs as they are when the record is written, under ``WATCH``,
+so two registrations at once cannot both take the last place of a quota.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 
 from controller.store.client import text, translate_errors
+from controller.store.errors import StoreUnavailableError
+
+MAX_ATTEMPTS = 16
+"""Tries of a checked ``put`` whose jobs changed between its read and its write."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +35,9 @@ class JobRecord:
     expires_at: float
     tenant: str | None = None
     """The tenant of the token that registered it; None: an unscoped token did."""
+    entries: int | None = None
+    """Classification entries it costs per switch, as counted when it was registered
+    (None: not recorded, as by versions before quotas)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,8 +51,14 @@ class JobRecord:
     @staticmethod
     def decode(name: str, raw: str) -> JobRecord:
         data = json.loads(raw)
+        entries = data.get("entries")
         return JobRecord(
-            name, data["document"], data["created_at"], data["expires_at"], data.get("tenant")
+            name,
+            data["document"],
+            data["created_at"],
+            data["expires_at"],
+            data.get("tenant"),
+            entries if isinstance(entries, int) else None,
         )
 
 
@@ -67,7 +85,7 @@ return 1
 """
 
 # KEYS: jobs hash, channel. ARGV: name, tenant ('' for any), now, channel message.
-# Returns 1 when deleted.
+# Returns the deleted record (its tenant goes into the event), or 0.
 _DELETE = """
 local old = redis.call('HGET', KEYS[1], ARGV[1])
 if not old then return 0 end
@@ -76,8 +94,11 @@ if tonumber(record['expires_at']) <= tonumber(ARGV[3]) then return 0 end
 if ARGV[2] ~= '' and record['tenant'] ~= ARGV[2] then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('PUBLISH', KEYS[2], ARGV[4])
-return 1
+return old
 """
+
+Admit = Callable[[list[JobRecord]], None]
+"""Judges the live jobs a ``put`` would join (its own name's included); raises to refuse."""
 
 
 class JobStore:
@@ -100,64 +121,111 @@ class JobStore:
         ttl_s: float,
         now: float | None = None,
         tenant: str | None = None,
+        entries: int | None = None,
+        admit: Admit | None = None,
     ) -> JobRecord:
         """Register or replace a job; its expiry restarts from now.
 
         With a ``tenant``, a live job of that name registered by anyone else is
         left alone (``JobOwnedError``): a team cannot take over another's job.
+        With ``admit``, it is called with the live jobs first, and whatever it
+        raises leaves the store as it was.
         """
         created = now if now is not None else time.time()
-        record = JobRecord(name, document, created, created + ttl_s, tenant)
+        record = JobRecord(name, document, created, created + ttl_s, tenant, entries)
         stored = {
             "document": document,
             "created_at": created,
             "expires_at": created + ttl_s,
             "tenant": tenant,
+            "entries": entries,
         }
-        done = self._put(
-            keys=[self._jobs, self.channel],
-            args=[name, json.dumps(stored), tenant or "", created, json.dumps({"job": name})],
+        keys = [self._jobs, self.channel]
+        args: list[str | float] = [
+            name,
+            json.dumps(stored),
+            tenant or "",
+            created,
+            json.dumps({"job": name}),
+        ]
+        done = (
+            self._put(keys=keys, args=args)
+            if admit is None
+            else self._checked_put(keys, args, admit, created)
         )
         if not done:
             raise JobOwnedError(f"job {name!r} belongs to another tenant; pick another name")
         return record
 
-    @translate_errors
+    def _checked_put(
+        self, keys: list[str], args: list[str | float], admit: Admit, now: float
+    ) -> Any:
+        """``_PUT`` once ``admit`` passed the live jobs, unless they changed meanwhile: then
+        read and judge again (``WATCH``: a change aborts the write)."""
+        for _ in range(MAX_ATTEMPTS):
+            with self._redis.pipeline() as pipe:
+                try:
+                    pipe.watch(self._jobs)  # type: ignore[no-untyped-call]  # redis-py: untyped
+                    admit(self._live(pipe.hgetall(self._jobs), now))
+                    pipe.multi()
+                    self._put(keys=keys, args=args, client=pipe)
+                    return pipe.execute()[0]
+                except redis.WatchError:
+                    continue
+        raise StoreUnavailableError(
+            f"jobs changed under {MAX_ATTEMPTS} attempts to register one: too many"
+            " registrations at once; retry"
+        )
+
+    @staticmethod
+    def _live(raw: Mapping[Any, Any], now: float) -> list[JobRecord]:
+        records = (JobRecord.decode(text(name), text(value)) for name, value in raw.items())
+        return sorted(
+            (record for record in records if record.expires_at > now), key=lambda r: r.name
+        )
+
     def delete(self, name: str, tenant: str | None = None, now: float | None = None) -> bool:
         """Delete a live job; with a ``tenant``, only one that tenant registered."""
+        return self.remove(name, tenant, now) is not None
+
+    @translate_errors
+    def remove(
+        self, name: str, tenant: str | None = None, now: float | None = None
+    ) -> JobRecord | None:
+        """``delete``, answering with the record deleted (None: nothing was)."""
         moment = now if now is not None else time.time()
-        return bool(
-            self._delete(
-                keys=[self._jobs, self.channel],
-                args=[name, tenant or "", moment, json.dumps({"job": name})],
-            )
+        old = self._delete(
+            keys=[self._jobs, self.channel],
+            args=[name, tenant or "", moment, json.dumps({"job": name})],
         )
+        return JobRecord.decode(name, text(old)) if isinstance(old, bytes | str) else None
 
     @translate_errors
     def all(self, now: float | None = None) -> list[JobRecord]:
         """Live jobs, by name."""
         moment = now if now is not None else time.time()
-        records = []
-        for name, raw in self._redis.hgetall(self._jobs).items():
-            record = JobRecord.decode(text(name), text(raw))
-            if record.expires_at > moment:
-                records.append(record)
-        return sorted(records, key=lambda r: r.name)
+        return self._live(self._redis.hgetall(self._jobs), moment)
 
     def get(self, name: str, now: float | None = None) -> JobRecord | None:
         return next((job for job in self.all(now) if job.name == name), None)
 
-    @translate_errors
     def purge(self, now: float | None = None) -> list[str]:
-        """Delete expired jobs; returns their names (for the events stream)."""
+        """Delete expired jobs; returns their names."""
+        return [record.name for record in self.purge_records(now)]
+
+    @translate_errors
+    def purge_records(self, now: float | None = None) -> list[JobRecord]:
+        """Delete expired jobs; returns their records (for the events stream, which says
+        whose job each was)."""
         moment = now if now is not None else time.time()
         removed = []
         for name, raw in self._redis.hgetall(self._jobs).items():
-            if json.loads(text(raw))["expires_at"] > moment:
+            record = JobRecord.decode(text(name), text(raw))
+            if record.expires_at > moment:
                 continue
             # Delete only the record we read: a job registered again meanwhile stays,
             # and of two purgers racing, one reports it.
             if self._delete_if_same(keys=[self._jobs], args=[text(name), text(raw)]):
                 self._redis.publish(self.channel, json.dumps({"job": text(name)}))
-                removed.append(text(name))
+                removed.append(record)
         return removed

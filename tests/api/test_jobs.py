@@ -335,6 +335,7 @@ def test_job_statuses_are_documented(client: TestClient) -> None:
         "403",
         "409",
         "422",
+        "429",
         "503",
     ]
     assert sorted(paths["/v1/jobs"]["get"]["responses"]) == ["200", "401", "403", "503"]

@@ -37,6 +37,15 @@ def test_no_live_switch_means_an_empty_plan(client: TestClient, document: dict[s
         "rule_entry_limit": MAX_POLICY_ENTRIES,
         "warnings": [],
         "switches": [],
+        "quotas": [
+            {
+                "quota": "quotas.entries_per_switch",
+                "tenant": None,
+                "limit": MAX_POLICY_ENTRIES,
+                "used": entries,
+                "headroom": MAX_POLICY_ENTRIES - entries,
+            }
+        ],
     }
 
 

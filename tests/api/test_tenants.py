@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 from controller.auth.model import Role
 from controller.store.flows import FlowRecord, FlowStore
+from controller.store.jobs import JobStore
 from tests.api.conftest import ReportSwitch, bearer
 from tests.api.test_flows import FLOW
 
@@ -150,3 +151,26 @@ def test_overlapping_tenants_are_refused_and_change_nothing(
     assert response.status_code == 422
     assert "tenants.green.networks[0]" in response.text and "tenant 'blue'" in response.text
     assert tenanted.get("/v1/policy").json() == before
+
+
+def test_job_events_carry_the_jobs_tenant_whoever_ends_the_job(
+    tenanted: TestClient, redis_client: redis.Redis
+) -> None:
+    """Deleted by an unscoped token or expired, a tenant's job's events still name its tenant,
+    so that tenant (and no other) reads them in /v1/events."""
+    blue = bearer(redis_client, Role.operator, tenant="blue")
+    assert tenanted.post("/v1/jobs", json=job("b1", "10.1.0.1"), headers=blue).status_code == 201
+    assert tenanted.delete("/v1/jobs/b1").status_code == 204  # the admin deletes it
+    JobStore(redis_client).put(
+        "b2", {"class": "training", "endpoints": []}, 1, now=1.0, tenant="blue"
+    )
+    tenanted.get("/v1/jobs")  # purges b2
+
+    def ops(headers: dict[str, str] | None = None) -> list[tuple[str, str, str | None]]:
+        answer = tenanted.get("/v1/events?kind=job", headers=headers)
+        assert answer.status_code == 200, answer.text
+        return [(e["name"], e["op"], e.get("tenant")) for e in answer.json()["events"]]
+
+    mine = [("b1", "registered", "blue"), ("b1", "deleted", "blue"), ("b2", "expired", "blue")]
+    assert ops() == ops(bearer(redis_client, Role.viewer, tenant="blue")) == mine
+    assert ops(bearer(redis_client, Role.viewer, tenant="red")) == []

@@ -11,13 +11,26 @@ from controller.policy.unknown import accepted_keys, unknown_field_message
 @pytest.mark.parametrize(
     ("location", "keys"),
     [
-        ((), ("classes", "default_class", "rules", "ports", "detection", "forwarding", "tenants")),
+        (
+            (),
+            (
+                "classes",
+                "default_class",
+                "rules",
+                "ports",
+                "detection",
+                "forwarding",
+                "tenants",
+                "quotas",
+            ),
+        ),
         (("classes", "training"), ("priority", "dscp", "min_rate", "max_rate")),
         (("rules", 7), ("name", "match", "class", "bidirectional")),
         (("detection", "elephant"), ("rate", "for", "bytes", "class", "release_ratio")),
         (("forwarding", "placement"), ("classes", "min_rate", "interval", "hold")),
         (("forwarding", "discovery"), ("lldp_interval", "link_timeout")),
         (("tenants", "red"), ("networks",)),
+        (("quotas",), ("jobs_per_tenant", "entries_per_switch")),
     ],
 )
 def test_accepted_keys_follow_the_location_and_use_aliases(

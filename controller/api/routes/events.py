@@ -6,6 +6,12 @@ passes the page's ``last_id`` back as ``since`` to read on
 (``flowlane events --follow`` polls that way).  ``last_id`` moves past every
 event read, those the ``kind`` filter left out too, so a follower never
 reads the same stretch twice.
+
+A tenant's token reads only its tenant's events and those of the shared
+fabric (``Scope.sees_event``): another tenant's jobs and flows are left out
+as the ``kind`` filter leaves events out, so ``last_id`` still moves past
+them. There is no streaming route: ``--follow`` polls this one, so this one
+filter covers it.
 """
 
 from __future__ import annotations
@@ -16,9 +22,13 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.auth import PrincipalDep
 from controller.api.errors import invalid_input
 from controller.api.schemas import ErrorOut, EventOut, EventsOut, ValidationErrorOut
+from controller.api.scopes import scope_for
 from controller.api.services import Services, ServicesDep
+from controller.auth.model import Principal
+from controller.auth.tenancy import UNSCOPED, Scope
 from controller.policy.errors import FieldError
 from controller.store.events import Event
 
@@ -52,9 +62,14 @@ def check_stream_id(text: str) -> str:
 
 
 def collect(
-    read: Reader, since: str | None, limit: int, kind: str | None = None
+    read: Reader,
+    since: str | None,
+    limit: int,
+    kind: str | None = None,
+    scope: Scope = UNSCOPED,
 ) -> tuple[list[Event], str | None]:
-    """Up to ``limit`` events after ``since`` (of ``kind``, if given), and where to read on.
+    """Up to ``limit`` events after ``since`` (of ``kind``, if given, and that ``scope``
+    sees), and where to read on.
 
     Without a filter this is one read.  With one, pages are read until
     ``limit`` events matched or the stream ends, so a rare kind is found
@@ -63,14 +78,15 @@ def collect(
     cursor = since
     if cursor == LAST_ID:
         return [], cursor
-    batch = limit if kind is None else max(limit, SCAN_BATCH)
+    filtered = kind is not None or scope.scoped
+    batch = max(limit, SCAN_BATCH) if filtered else limit
     found: list[Event] = []
     scanned = 0
     while scanned < MAX_SCAN:
         page = read(cursor, batch)
         for event in page:
             cursor = event.id
-            if kind is None or event.kind == kind:
+            if (kind is None or event.kind == kind) and scope.sees_event(event.kind, event.data):
                 found.append(event)
                 if len(found) == limit:
                     return found, cursor
@@ -87,17 +103,20 @@ def event_out(event: Event) -> EventOut:
     )
 
 
-def _events(services: Services, since: str | None, limit: int, kind: str | None) -> EventsOut:
+def _events(
+    services: Services, principal: Principal, since: str | None, limit: int, kind: str | None
+) -> EventsOut:
     def read(start: str | None, count: int) -> list[Event]:
         return services.events.read(since=start, limit=count)
 
-    events, last_id = collect(read, since, limit, kind)
+    events, last_id = collect(read, since, limit, kind, scope_for(services, principal))
     return EventsOut(events=[event_out(event) for event in events], last_id=last_id)
 
 
 @router.get("/events", response_model=EventsOut, responses=_RESPONSES)
 async def events(
     services: ServicesDep,
+    principal: PrincipalDep,
     since: Annotated[
         str | None,
         Query(
@@ -121,11 +140,13 @@ async def events(
     """Events after ``since``, oldest first, and the ``last_id`` to pass as ``since`` next.
 
     The stream keeps about the last 10 000 events; a ``since`` older than
-    that reads from the oldest kept.
+    that reads from the oldest kept.  A tenant's token reads its tenant's
+    jobs, the flows and hosts in its networks, and the shared fabric's events
+    (policy, links, queue drops); no other tenant's.
     """
     if since is not None:
         try:
             since = check_stream_id(since)
         except ValueError as exc:
             raise invalid_input([FieldError("query.since", str(exc))]) from None
-    return await run_in_threadpool(_events, services, since, limit, kind)
+    return await run_in_threadpool(_events, services, principal, since, limit, kind)

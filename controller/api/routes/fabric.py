@@ -4,6 +4,12 @@ The API holds no topology of its own: it reads the controller's snapshot
 and, for path questions, rebuilds the ``Topology`` from it and runs the same
 ``shortest_paths`` the controller forwards with.  So what ``/v1/paths`` says
 is what the select groups do, not a second opinion.
+
+A tenant's token sees the shared fabric (switches, links and their load)
+with its own hosts and the pinned elephants with an end in its networks
+(``Scope``), and asks paths between the hosts it sees there: a host that is
+not its own is answered as unknown, word for word, so a path question tells
+it nothing the topology hides (where another team's host is, its MAC).
 """
 
 from __future__ import annotations
@@ -15,9 +21,13 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
+from controller.api.auth import PrincipalDep
 from controller.api.errors import ApiError, invalid_input
 from controller.api.schemas import ErrorOut, ValidationErrorOut
+from controller.api.scopes import scope_for
 from controller.api.services import Services, ServicesDep
+from controller.auth.model import Principal
+from controller.auth.tenancy import UNSCOPED, Scope
 from controller.fabric.model import Host, Path, PortRef, Topology
 from controller.fabric.paths import shortest_paths
 from controller.fabric.snapshot import (
@@ -78,15 +88,33 @@ def _snapshot(services: Services) -> FabricSnapshot:
     return snapshot
 
 
+def scoped_snapshot(snapshot: FabricSnapshot, scope: Scope) -> FabricSnapshot:
+    """The snapshot as ``scope`` may see it: every switch and link, its own hosts, and the
+    pinned elephants with an end in its networks."""
+    if not scope.scoped:
+        return snapshot
+    return snapshot.model_copy(
+        update={
+            "hosts": [host for host in snapshot.hosts if scope.sees_host(host.ipv4)],
+            "pinned": [pin for pin in snapshot.pinned if scope.sees_flow(pin.src, pin.dst)],
+        }
+    )
+
+
+def _topology(services: Services, principal: Principal) -> FabricSnapshot:
+    return scoped_snapshot(_snapshot(services), scope_for(services, principal))
+
+
 @router.get("/topology", response_model=FabricSnapshot, responses=_TOPOLOGY_RESPONSES)
-async def topology(services: ServicesDep) -> FabricSnapshot:
+async def topology(services: ServicesDep, principal: PrincipalDep) -> FabricSnapshot:
     """The fabric as its controller last published it: switches, links with their load,
     hosts, and the elephants pinned on a path.
 
     The last snapshot is kept after its controller stops: `updated` says how
-    old it is.
+    old it is.  A tenant's token sees its own hosts and the pinned elephants
+    with an end in its networks only.
     """
-    return await run_in_threadpool(_snapshot, services)
+    return await run_in_threadpool(_topology, services, principal)
 
 
 # --------------------------------------------------------------------------------------------
@@ -133,11 +161,17 @@ def pinned_between(snapshot: FabricSnapshot, a: HostView, b: HostView) -> list[P
     return [pinned for pinned in snapshot.pinned if (pinned.src, pinned.dst) in ends]
 
 
-def paths_between(snapshot: FabricSnapshot, src: Address, dst: Address) -> PathsOut:
-    """The answer of ``/v1/paths``; ``LookupError`` naming the unknown host(s)."""
+def paths_between(
+    snapshot: FabricSnapshot, src: Address, dst: Address, scope: Scope = UNSCOPED
+) -> PathsOut:
+    """The answer of ``/v1/paths``; ``LookupError`` naming the unknown host(s), and for a
+    tenant's ``scope`` the hosts that are not its own."""
     topology = topology_of(snapshot)
     names: dict[PortRef, str] = port_names_of(snapshot)
-    found = {field: find_host(topology, address) for field, address in (("src", src), ("dst", dst))}
+    found = {
+        field: _visible(find_host(topology, address), scope)
+        for field, address in (("src", src), ("dst", dst))
+    }
     missing = [field for field, host in found.items() if host is None]
     if missing:
         raise LookupError(
@@ -159,15 +193,22 @@ def paths_between(snapshot: FabricSnapshot, src: Address, dst: Address) -> Paths
     )
 
 
+def _visible(host: Host | None, scope: Scope) -> Host | None:
+    """``host`` if ``scope`` may see it: a tenant sees hosts in its networks only."""
+    if host is None or not scope.sees_host(None if host.ipv4 is None else ipv4_text(host.ipv4)):
+        return None
+    return host
+
+
 def query_text(address: Address) -> str:
     kind, value = address
     return f"with MAC {mac_text(value)}" if kind == "mac" else f"with IPv4 {ipv4_text(value)}"
 
 
-def _paths(services: Services, src: Address, dst: Address) -> PathsOut:
+def _paths(services: Services, principal: Principal, src: Address, dst: Address) -> PathsOut:
     snapshot = _snapshot(services)
     try:
-        return paths_between(snapshot, src, dst)
+        return paths_between(snapshot, src, dst, scope_for(services, principal))
     except LookupError as exc:
         raise ApiError(404, str(exc)) from None
 
@@ -187,6 +228,7 @@ _ADDRESS_SCHEMA: dict[str, Any] = {
 @router.get("/paths", response_model=PathsOut, responses=_PATHS_RESPONSES)
 async def paths(
     services: ServicesDep,
+    principal: PrincipalDep,
     src: Annotated[
         str,
         Query(
@@ -207,7 +249,8 @@ async def paths(
     ],
 ) -> PathsOut:
     """Where two hosts attach, every shortest path between them (what ECMP spreads flows
-    over), and the elephants between them pinned on one path."""
+    over), and the elephants between them pinned on one path.  A tenant's token asks
+    about its own hosts (another's is 404, as an unknown host is)."""
     errors: list[FieldError] = []
     addresses: dict[str, Address] = {}
     for field, text in (("src", src), ("dst", dst)):
@@ -217,4 +260,4 @@ async def paths(
             errors.append(FieldError(f"query.{field}", str(exc)))
     if errors:
         raise invalid_input(errors)
-    return await run_in_threadpool(_paths, services, addresses["src"], addresses["dst"])
+    return await run_in_threadpool(_paths, services, principal, addresses["src"], addresses["dst"])

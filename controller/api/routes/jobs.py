@@ -6,7 +6,13 @@ channel and re-plan.  A job lives ``ttl`` seconds after its latest
 registration, so a scheduler keeps it with a periodic re-``POST`` and a
 forgotten one goes away by itself.  Expired jobs are invisible at once (the
 store filters them); every request also purges them, which records an
-``expired`` event, so the events stream says when each job ended.
+``expired`` event, so the events stream says when each job ended.  Job
+events carry the job's tenant (none for an unscoped token's job), which is
+how ``GET /v1/events`` shows a tenant its own jobs only.
+
+A registration must fit the active policy's quotas (``quotas``: jobs per
+tenant, classification entries per switch from the rules and every live
+job): 429 naming the quota otherwise, and nothing is stored.
 
 The store's calls are blocking Redis round trips; they run in the thread pool.
 """
@@ -14,24 +20,32 @@ The store's calls are blocking Redis round trips; they run in the thread pool.
 from __future__ import annotations
 
 import copy
+import threading
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from controller.api.audit import note
 from controller.api.auth import PrincipalDep, needs
 from controller.api.documents import SOURCE, parse_model
 from controller.api.errors import ApiError, invalid_input
-from controller.api.schemas import ErrorOut, JobOut, JobsOut, ValidationErrorOut
+from controller.api.schemas import ErrorOut, JobOut, JobsOut, QuotaErrorOut, ValidationErrorOut
 from controller.api.scopes import scope_for
 from controller.api.services import Services, ServicesDep
 from controller.auth.model import Principal, Role
 from controller.auth.tenancy import Scope
+from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec, job_errors
+from controller.policy.limits import rule_entries
+from controller.policy.load import parse_policy
+from controller.policy.parts import document_parts
+from controller.policy.quotas import JobLoad, QuotaExceeded, Quotas, admission
 from controller.policy.tenants import tenants_of
 from controller.store.jobs import JobOwnedError, JobRecord
+from controller.store.policies import PolicyVersion
 
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.-]{0,62}$"
 """The policy's name pattern (``controller.policy.model.Name``): a job is named like a rule."""
@@ -88,10 +102,71 @@ def class_names(document: dict[str, Any]) -> list[str]:
     return [str(name) for name in classes] if isinstance(classes, dict) else []
 
 
+def job_event(name: str, op: str, tenant: str | None, **data: Any) -> dict[str, Any]:
+    """A job event's data; ``tenant`` only when the job has one, so a tenant's token
+    (``Scope.sees_event``) reads the events of its own jobs and no others."""
+    return {"name": name, "op": op, **({"tenant": tenant} if tenant is not None else {}), **data}
+
+
+def job_load(record: JobRecord) -> JobLoad:
+    """What a stored job costs against the quotas. A record from before quotas has no count:
+    it is counted from its document (one the controller would skip costs nothing)."""
+    entries = record.entries
+    if entries is None:
+        try:
+            entries = JobSpec.from_document(record.name, record.document).entries
+        except ValidationError:
+            entries = 0
+    return JobLoad(record.name, record.tenant, entries)
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """What the active policy lets jobs have: its quotas and what its rules already take."""
+
+    quotas: Quotas
+    rule_entries: int
+
+
+_BUDGETS: dict[tuple[int, float], Budget] = {}
+_BUDGETS_LOCK = threading.Lock()
+
+
+def budget_of(active: PolicyVersion) -> Budget:
+    """The active version's budget, parsed once per version (a policy of 4096 rules takes
+    tens of milliseconds to parse, too long for every job request). Keyed by version and
+    creation time, so another store's version of the same number is not taken for it."""
+    key = (active.version, active.created_at)
+    with _BUDGETS_LOCK:
+        found = _BUDGETS.get(key)
+    if found is None:
+        try:
+            policy = parse_policy(active.document, f"version {active.version}")
+            found = Budget(policy.quotas, rule_entries(policy.rules))
+        except PolicyError:
+            # A stored version this code no longer validates: judge by what of it parses.
+            parts = document_parts(active.document)
+            rules = (rule.rule for rule in parts.rules.values() if rule.rule is not None)
+            found = Budget(parts.quotas or Quotas(), rule_entries(rules))
+        with _BUDGETS_LOCK:
+            if len(_BUDGETS) >= 16:
+                _BUDGETS.clear()
+            _BUDGETS[key] = found
+    return found
+
+
+class QuotaExceededError(Exception):
+    """Raised by the quota check inside the store's transaction, so nothing is written."""
+
+    def __init__(self, refusal: QuotaExceeded) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
 def _purge(services: Services) -> None:
     """Delete expired jobs, and say so on the events stream."""
-    for name in services.jobs.purge():
-        services.events.append("job", {"name": name, "op": "expired"})
+    for record in services.jobs.purge_records():
+        services.events.append("job", job_event(record.name, "expired", record.tenant))
 
 
 def _register(services: Services, spec: JobSpec, principal: Principal) -> JobRecord:
@@ -109,20 +184,36 @@ def _register(services: Services, spec: JobSpec, principal: Principal) -> JobRec
     refusal = scope.job_refusal(spec)
     if refusal is not None:
         raise ApiError(403, refusal)
+    budget = budget_of(active)
+    load = JobLoad(spec.name, scope.tenant, spec.entries)
+
+    def admit(live: list[JobRecord]) -> None:
+        loads = [job_load(record) for record in live]
+        over = admission(budget.quotas, budget.rule_entries, loads, load)
+        if over is not None:
+            raise QuotaExceededError(over)
+
     _purge(services)
     document = spec.document()
     try:
-        record = services.jobs.put(spec.name, document, spec.ttl, tenant=scope.tenant)
+        record = services.jobs.put(
+            spec.name, document, spec.ttl, tenant=scope.tenant, entries=load.entries, admit=admit
+        )
     except JobOwnedError as exc:
         raise ApiError(409, str(exc)) from None
+    except QuotaExceededError as exc:
+        over = exc.refusal
+        raise ApiError(
+            429, over.message, quota=over.quota, limit=over.limit, wanted=over.wanted
+        ) from None
     services.events.append(
         "job",
-        {
-            "name": spec.name,
-            "op": "registered",
-            "class": spec.traffic_class,
-            "endpoints": document["endpoints"],
-        },
+        job_event(
+            spec.name,
+            "registered",
+            scope.tenant,
+            **{"class": spec.traffic_class, "endpoints": document["endpoints"]},
+        ),
     )
     return record
 
@@ -146,9 +237,10 @@ def _get(services: Services, name: str, principal: Principal) -> JobOut:
 
 def _delete(services: Services, name: str, principal: Principal) -> None:
     _purge(services)
-    if not services.jobs.delete(name, tenant=principal.tenant):
+    deleted = services.jobs.remove(name, tenant=principal.tenant)
+    if deleted is None:
         raise ApiError(404, f"no job {name!r}")
-    services.events.append("job", {"name": name, "op": "deleted"})
+    services.events.append("job", job_event(name, "deleted", deleted.tenant))
 
 
 @router.post(
@@ -161,6 +253,10 @@ def _delete(services: Services, name: str, principal: Principal) -> None:
             "headers": {"Location": {"schema": {"type": "string"}, "description": "The job"}},
         },
         403: {"model": ErrorOut, "description": "An endpoint is outside the token's tenant"},
+        429: {
+            "model": QuotaErrorOut,
+            "description": "A quota of the active policy would be exceeded: `quota` names it",
+        },
         409: {
             "model": ErrorOut,
             "description": "No policy yet (the class cannot be checked),"
@@ -184,7 +280,10 @@ async def register_job(
     body is invalid.  A tenant's token registers endpoints inside its
     networks only (403 naming the others) and cannot replace another
     tenant's job (409).  Re-sending the same job is harmless, so a client may
-    retry after a 503.
+    retry after a 503.  A job beyond the active policy's quotas (``quotas``:
+    live jobs per tenant, classification entries per switch of the rules and
+    every live job together) is refused with 429 naming the quota; renewing a
+    live job is never refused for a quota it does not grow.
     """
     spec = await run_in_threadpool(parse_model, await request.body(), JobSpec)
     note(request, job=spec.name)

@@ -24,7 +24,12 @@ from starlette.concurrency import run_in_threadpool
 
 from controller.api.audit import note
 from controller.api.auth import PrincipalDep
-from controller.api.documents import model_body, parse_model, validate_body
+from controller.api.documents import (
+    control_character_error,
+    model_body,
+    parse_model,
+    validate_body,
+)
 from controller.api.errors import ApiError, invalid_input
 from controller.api.openapi import POLICY_BODY
 from controller.api.planning import LiveState, plan_switches
@@ -208,11 +213,13 @@ def _live_state(services: Services, policy: Policy) -> tuple[int | None, LiveSta
     if active is not None:
         with contextlib.suppress(PolicyError):  # a stored version that no longer validates
             enforced = parse_policy(active.document, f"version {active.version}").detection
-    jobs, _ = stored_jobs((record.name, record.document) for record in services.jobs.all())
+    records = services.jobs.all()
+    jobs, _ = stored_jobs((record.name, record.document) for record in records)
     fabric = services.fabric.read() if policy.forwarding.fabric else None
+    tenants = {record.name: record.tenant for record in records}
     return (
         active.version if active is not None else None,
-        LiveState(jobs, fabric, enforced),
+        LiveState(jobs, fabric, enforced, tenants),
     )
 
 
@@ -262,6 +269,8 @@ def build_router(settings: ApiSettings) -> APIRouter:
             raise invalid_input(
                 [FieldError("query.author", "the author is the name of the request's token")]
             )
+        if (problem := control_character_error(comment)) is not None:
+            raise invalid_input([FieldError("query.comment", problem)])
         return WriteOptions(
             author=principal.name,  # the token's name: a request cannot claim another author
             comment=comment,
