@@ -1,5 +1,11 @@
 """Response and small request bodies of the API, as pydantic models (they are its OpenAPI).
 
+Records the controller publishes (queue statistics, tracked flows, ports and their
+queues) are not written out again here: the API serves the records themselves
+(``FlowRecord``, ``QueueStats``, ``PortReport``, ``QueueSpec``), whose field
+annotations carry the wire names and descriptions; a model here only wraps them or
+adds what the answer computes (``SwitchOut.flow_count``).
+
 The policy document itself is not modelled here: it is validated by
 ``controller.policy.load.parse_policy`` (so errors carry the paths the CLI
 shows) and documented from the policy model (``controller.api.openapi``).
@@ -11,7 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from controller.classify.records import FlowRecord
+from controller.qos.records import QueueStats
 from controller.store.policies import PolicyVersion, PolicyWrite
+from controller.store.switches import PortReport
 
 
 class FieldErrorOut(BaseModel):
@@ -21,6 +30,15 @@ class FieldErrorOut(BaseModel):
 
 class ErrorOut(BaseModel):
     detail: str
+
+
+class QuotaErrorOut(BaseModel):
+    """A registration a quota of the active policy refuses (429); nothing was stored."""
+
+    detail: str
+    quota: str = Field(description="The quota's path in the policy: `quotas.jobs_per_tenant`...")
+    limit: int = Field(description="The quota's value in the active policy")
+    wanted: int = Field(description="What the registration would have made the count")
 
 
 class ValidationErrorOut(BaseModel):
@@ -105,23 +123,6 @@ class RollbackIn(BaseModel):
     version: int = Field(ge=1, le=2**53, description="The version whose document to restore")
 
 
-class QueueOut(BaseModel):
-    queue_id: int
-    class_name: str
-    min_bps: int
-    max_bps: int
-    priority: int
-    dscp: int
-
-
-class PortOut(BaseModel):
-    name: str
-    number: int
-    link_bps: int | None
-    rate_bps: int | None
-    queues: list[QueueOut]
-
-
 class SwitchOut(BaseModel):
     dpid: str = Field(description="16 hex digits")
     controller: str
@@ -130,7 +131,7 @@ class SwitchOut(BaseModel):
     updated_at: float
     applied_version: int | None = Field(description="Confirmed by a barrier; null: none yet")
     flow_count: int
-    ports: list[PortOut]
+    ports: list[PortReport] = Field(description="The ports and the queues each was given")
 
 
 class SwitchesOut(BaseModel):
@@ -173,6 +174,22 @@ class SwitchPlanOut(BaseModel):
     ports: list[PortPlanOut]
 
 
+class QuotaUseOut(BaseModel):
+    """How much of one quota the planned policy would leave, with the jobs live now."""
+
+    quota: str = Field(description="`quotas.entries_per_switch` or `quotas.jobs_per_tenant`")
+    tenant: str | None = Field(
+        description="For jobs_per_tenant, whose jobs; null: the tokens without a tenant"
+        " (for entries_per_switch always null)"
+    )
+    limit: int
+    used: int = Field(description="Rule and live job entries, or the tenant's live jobs")
+    headroom: int = Field(
+        description="limit - used; negative: live jobs hold more than the planned quota"
+        " (they stay until they expire; new ones are refused)"
+    )
+
+
 class PlanOut(BaseModel):
     active_version: int | None
     rule_entries: int = Field(
@@ -188,6 +205,10 @@ class PlanOut(BaseModel):
         ),
     )
     switches: list[SwitchPlanOut]
+    quotas: list[QuotaUseOut] = Field(
+        default_factory=list,
+        description="Headroom of each quota under the planned policy, with the live jobs",
+    )
 
 
 class HealthOut(BaseModel):
@@ -226,28 +247,8 @@ class JobsOut(BaseModel):
     jobs: list[JobOut] = Field(description="Live jobs, by name")
 
 
-class FlowOut(BaseModel):
-    """One tracked flow as its controller last published it."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    switch: str = Field(description="dpid, 16 hex digits")
-    eth_type: int
-    ip_proto: int
-    src: str
-    dst: str
-    src_port: int
-    dst_port: int
-    traffic_class: str = Field(alias="class")
-    why: str = Field(description="`rule:<name>`, `job:<name>`, `detected` or `default`")
-    bytes: int
-    rate_bps: float | None = Field(description="Over the last interval; null: not measurable")
-    first_seen: float = Field(description="Unix time")
-    last_seen: float = Field(description="Unix time")
-
-
 class FlowsOut(BaseModel):
-    flows: list[FlowOut] = Field(description="Largest first (by bytes)")
+    flows: list[FlowRecord] = Field(description="Largest first (by bytes)")
 
 
 class EventOut(BaseModel):
@@ -268,27 +269,7 @@ class EventsOut(BaseModel):
     )
 
 
-class QueueStatsOut(BaseModel):
-    """One class's queue on one port, read from its HTB class."""
-
-    model_config = ConfigDict(populate_by_name=True)
-
-    port: str
-    traffic_class: str = Field(alias="class")
-    queue: int = Field(description="The queue number: the class's position in the policy")
-    bytes: int = Field(description="Bytes sent since the queue was made")
-    packets: int = Field(description="Packets sent since the queue was made")
-    drops: int = Field(description="Packets dropped since the queue was made")
-    overlimits: int = Field(description="Times the class was over its rate")
-    backlog_bytes: int = Field(description="Bytes waiting now")
-    backlog_packets: int = Field(description="Packets waiting now")
-    rate_bps: float | None = Field(description="bit/s sent since the reading before; null: first")
-    at: float = Field(description="Unix time of the reading")
-    min_bps: int = Field(description="The queue's guarantee on this port (HTB rate), bit/s")
-    priority: int = Field(description="HTB priority; 0: a latency class, served first")
-
-
 class SwitchQueuesOut(BaseModel):
     dpid: str
     updated_at: float = Field(description="Unix time of the latest reading")
-    queues: list[QueueStatsOut]
+    queues: list[QueueStats]

@@ -143,7 +143,12 @@ class FlowState(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class FlowView:
-    """One live flow as the controller publishes it (flow list, API)."""
+    """What the detector knows of one flow it tracks: its state, on the detector's clock.
+
+    Not the published record: ``observed_flows`` derives the ``ObservedFlow``
+    (class, why, wall-clock times) from it, and ``FlowRecord.observed`` the
+    record Redis, the API and the CLI share.
+    """
 
     flow: FlowId
     bytes: int

@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from controller.classify.records import FLOW_RECORDS, FlowRecord
 from controller.cli.credentials import ApiCallError
 from controller.cli.remote import (
     DEFAULT_API,
@@ -82,23 +83,23 @@ def _end(address: object, port: object, with_port: bool, ipv6: bool) -> str:
     return f"[{address}]:{port}" if ipv6 else f"{address}:{port}"
 
 
-def five_tuple(flow: dict[str, Any]) -> str:
+def five_tuple(flow: FlowRecord) -> str:
     """``tcp 10.0.0.1:40000 -> 10.0.0.2:8000``; ports only where the protocol has them."""
-    eth_type = flow.get("eth_type")
-    proto = flow.get("ip_proto")
+    eth_type, proto = flow.eth_type, flow.ip_proto
     if eth_type not in _IP_ETH_TYPES:
-        name = f"eth 0x{eth_type:04x}" if isinstance(eth_type, int) else "eth ?"
+        name = f"eth 0x{eth_type:04x}"
     else:
-        name = _PROTOCOLS.get(proto, f"proto {proto}") if isinstance(proto, int) else "ip"
+        name = _PROTOCOLS.get(proto, f"proto {proto}")
     with_port = eth_type in _IP_ETH_TYPES and proto in (6, 17)
     ipv6 = eth_type == 0x86DD
-    src = _end(flow.get("src"), flow.get("src_port"), with_port, ipv6)
-    dst = _end(flow.get("dst"), flow.get("dst_port"), with_port, ipv6)
+    src = _end(flow.src, flow.src_port, with_port, ipv6)
+    dst = _end(flow.dst, flow.dst_port, with_port, ipv6)
     return f"{name} {src} -> {dst}"
 
 
 def render_flows(body: dict[str, Any], now: float) -> None:
-    flows = body.get("flows", [])
+    """The API's answer as a table, read into the API's own records (``FlowRecord``)."""
+    flows = FLOW_RECORDS.validate_python(body.get("flows", []))
     if not flows:
         out.print("no tracked flow matches (only switches of live controllers are shown)")
         return
@@ -106,15 +107,14 @@ def render_flows(body: dict[str, Any], now: float) -> None:
     for column in ("switch", "flow", "class", "why", "bytes", "rate", "age"):
         table.add_column(column, justify="right" if column in ("bytes", "rate", "age") else "left")
     for flow in flows:
-        first_seen = flow.get("first_seen")
         table.add_row(
-            str(flow.get("switch", "-")),
+            flow.switch,
             five_tuple(flow),
-            str(flow.get("class", "-")),
-            str(flow.get("why", "-")),
-            human_bytes(flow.get("bytes")),
-            human_rate(flow.get("rate_bps")),
-            human_age(now - first_seen) if isinstance(first_seen, int | float) else "-",
+            flow.traffic_class,
+            flow.why,
+            human_bytes(flow.bytes),
+            human_rate(flow.rate_bps),
+            human_age(now - flow.first_seen),
         )
     out.print(table)
 

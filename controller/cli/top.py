@@ -11,14 +11,16 @@ falls back to redrawing below when the terminal cannot move the cursor).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
-from typing import Annotated, Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Final
 
 import typer
+from pydantic import TypeAdapter
 from rich.console import Group
 from rich.live import Live
 from rich.table import Table
 
+from controller.classify.records import FLOW_RECORDS, FlowRecord
 from controller.cli.credentials import ApiCallError
 from controller.cli.flows import five_tuple, human_bytes, human_rate
 from controller.cli.remote import (
@@ -30,30 +32,49 @@ from controller.cli.remote import (
     report_request_failure,
 )
 from controller.cli.render import out
+from controller.qos.records import QueueStats
 
 TOP_FLOWS = 10
 
 
+QUEUE_COLUMNS: Final = (
+    "port",
+    "traffic_class",
+    "rate_bps",
+    "min_bps",
+    "drops",
+    "backlog_bytes",
+    "backlog_packets",
+)
+"""What ``--json`` shows of each queue, after its switch (the table's columns)."""
+
+FLOW_COLUMNS: Final = ("traffic_class", "why", "rate_bps", "bytes")
+"""What ``--json`` shows of each flow, after its switch and 5-tuple."""
+
+_QUEUES: TypeAdapter[list[QueueStats]] = TypeAdapter(list[QueueStats])
+
+
 @dataclass(frozen=True, slots=True)
 class QueueRow:
+    """One port queue of the view: the API's record, and the switch it is on."""
+
     switch: str
-    port: str
-    traffic_class: str
-    rate_bps: float | None
-    min_bps: int
-    drops: int
-    backlog_bytes: int
-    backlog_packets: int
+    queue: QueueStats
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "switch": self.switch,
+            **{name: getattr(self.queue, name) for name in QUEUE_COLUMNS},
+        }
 
 
-@dataclass(frozen=True, slots=True)
-class FlowRow:
-    switch: str
-    flow: str
-    traffic_class: str
-    why: str
-    rate_bps: float | None
-    bytes: int
+def flow_row(flow: FlowRecord) -> dict[str, Any]:
+    """One flow of the view as ``--json`` shows it."""
+    return {
+        "switch": flow.switch,
+        "flow": five_tuple(flow),
+        **{name: getattr(flow, name) for name in FLOW_COLUMNS},
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +82,8 @@ class TopView:
     active_version: int | None
     switches: list[dict[str, Any]]
     queues: list[QueueRow]
-    flows: list[FlowRow]
+    flows: list[FlowRecord]
+    """The fastest flows, as the API's records."""
     missing_queues: list[str]
     """Switches whose controller publishes no queue telemetry (remote, or --no-qos)."""
 
@@ -69,8 +91,8 @@ class TopView:
         return {
             "active_version": self.active_version,
             "switches": self.switches,
-            "queues": [asdict(row) for row in self.queues],
-            "flows": [asdict(row) for row in self.flows],
+            "queues": [row.to_dict() for row in self.queues],
+            "flows": [flow_row(flow) for flow in self.flows],
             "missing_queues": self.missing_queues,
         }
 
@@ -81,7 +103,8 @@ def top_view(
     flows: dict[str, Any],
     top: int = TOP_FLOWS,
 ) -> TopView:
-    """The view of one refresh, from the API's answers (queues: dpid → answer, or None)."""
+    """The view of one refresh, from the API's answers (queues: dpid → answer, or None),
+    read into the API's own records (a malformed answer raises pydantic's ValidationError)."""
     reported = switches.get("switches", [])
     summary = [
         {
@@ -93,41 +116,18 @@ def top_view(
         }
         for s in reported
     ]
-    rows = []
+    rows: list[QueueRow] = []
     missing = []
     for dpid, answer in queues.items():
         if answer is None:
             missing.append(dpid)
             continue
-        for queue in answer.get("queues", []):
-            rows.append(
-                QueueRow(
-                    switch=dpid,
-                    port=str(queue["port"]),
-                    traffic_class=str(queue["class"]),
-                    rate_bps=queue.get("rate_bps"),
-                    min_bps=int(queue.get("min_bps", 0)),
-                    drops=int(queue.get("drops", 0)),
-                    backlog_bytes=int(queue.get("backlog_bytes", 0)),
-                    backlog_packets=int(queue.get("backlog_packets", 0)),
-                )
-            )
+        rows.extend(QueueRow(dpid, queue) for queue in _QUEUES.validate_python(answer["queues"]))
     by_rate = sorted(
-        flows.get("flows", []),
-        key=lambda f: (-(f.get("rate_bps") or 0.0), -int(f.get("bytes", 0))),
+        FLOW_RECORDS.validate_python(flows.get("flows", [])),
+        key=lambda f: (-(f.rate_bps or 0.0), -f.bytes),
     )
-    flow_rows = [
-        FlowRow(
-            switch=str(f.get("switch")),
-            flow=five_tuple(f),
-            traffic_class=str(f.get("class")),
-            why=str(f.get("why")),
-            rate_bps=f.get("rate_bps"),
-            bytes=int(f.get("bytes", 0)),
-        )
-        for f in by_rate[:top]
-    ]
-    return TopView(switches.get("active_version"), summary, rows, flow_rows, sorted(missing))
+    return TopView(switches.get("active_version"), summary, rows, by_rate[:top], sorted(missing))
 
 
 def render_top(view: TopView, at: float) -> Group:
@@ -151,12 +151,13 @@ def render_top(view: TopView, at: float) -> Group:
         queues.add_column(
             column, justify="left" if column in ("switch", "port", "class") else "right"
         )
-    for q in view.queues:
+    for row in view.queues:
+        q = row.queue
         backlog = (
             f"{human_bytes(q.backlog_bytes)} / {q.backlog_packets}p" if q.backlog_packets else "-"
         )
         queues.add_row(
-            q.switch,
+            row.switch,
             q.port,
             q.traffic_class,
             human_rate(q.rate_bps),
@@ -169,7 +170,12 @@ def render_top(view: TopView, at: float) -> Group:
         flows.add_column(column, justify="right" if column in ("rate", "bytes") else "left")
     for f in view.flows:
         flows.add_row(
-            f.switch, f.flow, f.traffic_class, f.why, human_rate(f.rate_bps), human_bytes(f.bytes)
+            f.switch,
+            five_tuple(f),
+            f.traffic_class,
+            f.why,
+            human_rate(f.rate_bps),
+            human_bytes(f.bytes),
         )
     parts: list[Any] = [switches, queues, flows]
     if view.missing_queues:

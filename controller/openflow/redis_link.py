@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import ipaddress
 import json
 import logging
 import threading
@@ -29,7 +28,6 @@ from typing import Any
 
 import redis
 
-from controller.classify.flows import ETH_TYPE_IPV6
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
@@ -57,8 +55,7 @@ from controller.store.jobs import JobStore
 from controller.store.liveness import HEARTBEAT_INTERVAL_S
 from controller.store.policies import PolicyStore, PolicyVersion
 from controller.store.queues import QueueStore
-from controller.store.switches import FlowRecord as ReportedFlow
-from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+from controller.store.switches import PortReport, ReportedFlow, SwitchReport, SwitchStore
 
 LOG = logging.getLogger("flowlane.redis")
 
@@ -71,12 +68,6 @@ APPLIED_KEY = ("applied",)
 CHECK_INTERVAL_S = 2.0
 """How often the follower re-reads the active version (and the store's epoch) besides the
 announcements: it reads the whole active record, so not as often as the heartbeat."""
-
-
-def _address_text(eth_type: int, value: int) -> str:
-    if eth_type == ETH_TYPE_IPV6:
-        return str(ipaddress.IPv6Address(value))
-    return str(ipaddress.IPv4Address(value))
 
 
 def switch_report(report: SyncReport, controller: str) -> SwitchReport:
@@ -93,10 +84,7 @@ def switch_report(report: SyncReport, controller: str) -> SwitchReport:
                 number=port.number,
                 link_bps=port.link_bps,
                 rate_bps=queues[port.name].rate_bps if port.name in queues else None,
-                queues=tuple(
-                    QueueReport(q.queue_id, q.class_name, q.min_bps, q.max_bps, q.priority, q.dscp)
-                    for q in (queues[port.name].queues if port.name in queues else ())
-                ),
+                queues=queues[port.name].queues if port.name in queues else (),
             )
             for port in report.ports
         ),
@@ -504,24 +492,7 @@ class RedisLink:
             )
 
     def flows_observed(self, dpid: int, flows: list[ObservedFlow]) -> None:
-        records = [
-            FlowRecord(
-                switch=f"{dpid:016x}",
-                eth_type=seen.flow.eth_type,
-                ip_proto=seen.flow.ip_proto,
-                src=_address_text(seen.flow.eth_type, seen.flow.src),
-                dst=_address_text(seen.flow.eth_type, seen.flow.dst),
-                src_port=seen.flow.src_port,
-                dst_port=seen.flow.dst_port,
-                traffic_class=seen.traffic_class,
-                why=seen.why,
-                bytes=seen.bytes,
-                rate_bps=seen.rate_bps,
-                first_seen=seen.first_seen,
-                last_seen=seen.last_seen,
-            )
-            for seen in flows
-        ]
+        records = [FlowRecord.observed(dpid, seen) for seen in flows]
         self._outbox.put(
             ("flows", dpid),
             f"flow view of switch {dpid:016x}",

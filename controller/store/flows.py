@@ -3,49 +3,38 @@
 Key: ``<prefix>:flows`` hash dpid (16 hex digits) → JSON
 ``{"updated_at": t, "flows": [FlowRecord...]}``, rewritten by the controller
 at most once a second per switch (the view is for people, not for control).
+
+``FlowRecord`` (``controller/classify/records.py``) is the one published form
+of a tracked flow: the controller derives it from its ``ObservedFlow``, Redis
+holds it, ``GET /v1/flows`` serves it and the CLI reads it back from the API.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+from typing import ClassVar
 
 import redis
+from pydantic import ConfigDict, TypeAdapter
 
-from controller.store.client import text, translate_errors
+from controller.classify.records import FlowRecord as FlowRecord  # the stores' record
+from controller.records import RECORD_CONFIG
+from controller.store.client import translate_errors
 
 
 @dataclass(frozen=True, slots=True)
-class FlowRecord:
-    """One tracked flow. Addresses are text; ``why`` is ``rule:<name>``, ``job:<name>``,
-    ``detected`` or ``default``."""
+class FlowsDocument:
+    """One switch's entry: when it was published, and its flows."""
 
-    switch: str
-    eth_type: int
-    ip_proto: int
-    src: str
-    dst: str
-    src_port: int
-    dst_port: int
-    traffic_class: str
-    why: str
-    bytes: int
-    rate_bps: float
-    first_seen: float
-    last_seen: float
+    __pydantic_config__: ClassVar[ConfigDict] = RECORD_CONFIG
 
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["class"] = data.pop("traffic_class")
-        return data
+    updated_at: float
+    flows: list[FlowRecord]
 
-    @staticmethod
-    def from_dict(data: dict[str, Any]) -> FlowRecord:
-        fields = dict(data)
-        fields["traffic_class"] = fields.pop("class")
-        return FlowRecord(**fields)
+
+FLOWS_DOCUMENT: TypeAdapter[FlowsDocument] = TypeAdapter(FlowsDocument)
+"""Built once: a TypeAdapter compiles its validator and serializer when made."""
 
 
 class FlowStore:
@@ -55,11 +44,10 @@ class FlowStore:
 
     @translate_errors
     def publish(self, dpid: int, flows: list[FlowRecord], now: float | None = None) -> None:
-        document = {
-            "updated_at": now if now is not None else time.time(),
-            "flows": [flow.to_dict() for flow in flows],
-        }
-        self._redis.hset(self._flows, f"{dpid:016x}", json.dumps(document))
+        document = FlowsDocument(now if now is not None else time.time(), flows)
+        self._redis.hset(
+            self._flows, f"{dpid:016x}", FLOWS_DOCUMENT.dump_json(document, by_alias=True)
+        )
 
     @translate_errors
     def remove(self, dpid: int) -> None:
@@ -68,9 +56,14 @@ class FlowStore:
     @translate_errors
     def all(self, switches: set[str] | None = None) -> list[FlowRecord]:
         """Every published flow, optionally only of the given dpids (hex)."""
+        if switches is not None:
+            # Only the switches asked for: a scoped read must not parse every view.
+            wanted = sorted(switches)
+            raws = self._redis.hmget(self._flows, wanted) if wanted else []
+        else:
+            raws = list(self._redis.hgetall(self._flows).values())
         flows: list[FlowRecord] = []
-        for dpid, raw in self._redis.hgetall(self._flows).items():
-            if switches is not None and text(dpid) not in switches:
-                continue
-            flows.extend(FlowRecord.from_dict(f) for f in json.loads(text(raw))["flows"])
+        for raw in raws:
+            if raw is not None:
+                flows.extend(FLOWS_DOCUMENT.validate_json(raw).flows)
         return flows

@@ -7,13 +7,29 @@ controller about once a second per switch (the latest reading wins).
 
 from __future__ import annotations
 
-import json
 import time
+from dataclasses import dataclass
+from typing import ClassVar
 
 import redis
+from pydantic import ConfigDict, TypeAdapter
 
-from controller.qos.telemetry import QueueStats
-from controller.store.client import text, translate_errors
+from controller.qos.records import QueueStats
+from controller.records import RECORD_CONFIG
+from controller.store.client import translate_errors
+
+
+@dataclass(frozen=True, slots=True)
+class QueuesDocument:
+    """One switch's entry: when it was read, and its queues."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = RECORD_CONFIG
+
+    updated_at: float
+    queues: list[QueueStats]
+
+
+QUEUES_DOCUMENT: TypeAdapter[QueuesDocument] = TypeAdapter(QueuesDocument)
 
 
 class QueueStore:
@@ -23,11 +39,10 @@ class QueueStore:
 
     @translate_errors
     def publish(self, dpid: int, queues: list[QueueStats], now: float | None = None) -> None:
-        document = {
-            "updated_at": now if now is not None else time.time(),
-            "queues": [queue.to_dict() for queue in queues],
-        }
-        self._redis.hset(self._queues, f"{dpid:016x}", json.dumps(document))
+        document = QueuesDocument(now if now is not None else time.time(), queues)
+        self._redis.hset(
+            self._queues, f"{dpid:016x}", QUEUES_DOCUMENT.dump_json(document, by_alias=True)
+        )
 
     @translate_errors
     def remove(self, dpid: int) -> None:
@@ -39,7 +54,5 @@ class QueueStore:
         raw = self._redis.hget(self._queues, dpid_hex)
         if raw is None:
             return None
-        document = json.loads(text(raw))
-        return float(document["updated_at"]), [
-            QueueStats.from_dict(queue) for queue in document["queues"]
-        ]
+        document = QUEUES_DOCUMENT.validate_json(raw)
+        return document.updated_at, document.queues

@@ -26,39 +26,42 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Annotated, Any, ClassVar, Final
 
 import redis
+from pydantic import ConfigDict, Field, TypeAdapter
 from redis.typing import EncodableT
 
+from controller.qos.plan import QueueSpec
+from controller.records import RECORD_CONFIG
 from controller.store.client import text, translate_errors
 
-
-@dataclass(frozen=True, slots=True)
-class QueueReport:
-    queue_id: int
-    class_name: str
-    min_bps: int
-    max_bps: int
-    priority: int
-    dscp: int
+QueueReport = QueueSpec
+"""A queue as a switch reports it is the queue as planned for its port: one record."""
 
 
 @dataclass(frozen=True, slots=True)
 class PortReport:
+    """One port of a switch, and the queues its controller gave it."""
+
+    __pydantic_config__: ClassVar[ConfigDict] = RECORD_CONFIG
+
     name: str
     number: int
-    link_bps: int | None
-    rate_bps: int | None = None
-    queues: tuple[QueueReport, ...] = ()
+    link_bps: Annotated[int | None, Field(description="Link speed OVS reports; null: unknown")]
+    rate_bps: Annotated[
+        int | None, Field(description="The port's HTB ceiling; null: no queues on it")
+    ] = None
+    queues: tuple[QueueSpec, ...] = ()
 
 
-FlowRecord = tuple[int, int, tuple[tuple[str, int, int | None], ...], int]
-"""(table, priority, match fields (name, value, mask), cookie): enough to diff against."""
+ReportedFlow = tuple[int, int, tuple[tuple[str, int, int | None], ...], int]
+"""An installed entry as a report lists it: (table, priority, match fields (name, value,
+mask), cookie), enough to diff against.  Not a tracked flow (``FlowRecord``)."""
 
 
 @functools.lru_cache(maxsize=65_536)
-def _record_json(record: FlowRecord) -> str:
+def _record_json(record: ReportedFlow) -> str:
     """One flow's JSON text, kept by content: a policy change alters a few entries of a
     switch's hundreds, and encoding all of them again for every switch was the largest
     part of the controller's CPU time per change."""
@@ -67,12 +70,14 @@ def _record_json(record: FlowRecord) -> str:
 
 @dataclass(frozen=True, slots=True)
 class SwitchReport:
+    __pydantic_config__: ClassVar[ConfigDict] = RECORD_CONFIG
+
     dpid: int
     controller: str
     connected_at: float
     applied_version: int | None
     ports: tuple[PortReport, ...] = ()
-    flows: tuple[FlowRecord, ...] = ()
+    flows: tuple[ReportedFlow, ...] = ()
     datapath_type: str | None = None
     updated_at: float = field(default_factory=time.time)
 
@@ -81,68 +86,21 @@ class SwitchReport:
         return f"{self.dpid:016x}"
 
     def to_json(self) -> str:
-        # By hand rather than dataclasses.asdict: asdict deep-copies every flow
-        # tuple and was most of a policy change's CPU time on ten switches.
-        head = json.dumps(
-            {
-                "dpid": self.dpid,
-                "controller": self.controller,
-                "connected_at": self.connected_at,
-                "applied_version": self.applied_version,
-                "datapath_type": self.datapath_type,
-                "updated_at": self.updated_at,
-                "ports": [
-                    {
-                        "name": p.name,
-                        "number": p.number,
-                        "link_bps": p.link_bps,
-                        "rate_bps": p.rate_bps,
-                        "queues": [
-                            {
-                                "queue_id": q.queue_id,
-                                "class_name": q.class_name,
-                                "min_bps": q.min_bps,
-                                "max_bps": q.max_bps,
-                                "priority": q.priority,
-                                "dscp": q.dscp,
-                            }
-                            for q in p.queues
-                        ],
-                    }
-                    for p in self.ports
-                ],
-            }
-        )
+        # Everything but the flows through pydantic; the flows joined from each one's cached
+        # text: encoding every entry of every switch again (pydantic or json.dumps) after
+        # each change was most of a policy change's CPU time on ten switches.
+        head = SWITCH_REPORT.dump_json(self, exclude=_FLOWS).decode()
         flows = ", ".join(_record_json(record) for record in self.flows)
         return f'{head[:-1]}, "flows": [{flows}]}}'
 
     @staticmethod
-    def from_json(raw: str) -> SwitchReport:
-        data: dict[str, Any] = json.loads(raw)
-        ports = tuple(
-            PortReport(
-                name=p["name"],
-                number=p["number"],
-                link_bps=p["link_bps"],
-                rate_bps=p.get("rate_bps"),
-                queues=tuple(QueueReport(**q) for q in p.get("queues", ())),
-            )
-            for p in data.get("ports", ())
-        )
-        flows = tuple(
-            (int(t), int(prio), tuple((str(n), int(v), m) for n, v, m in match), int(cookie))
-            for t, prio, match, cookie in data.get("flows", ())
-        )
-        return SwitchReport(
-            dpid=int(data["dpid"]),
-            controller=str(data["controller"]),
-            connected_at=float(data["connected_at"]),
-            applied_version=data.get("applied_version"),
-            ports=ports,
-            flows=flows,
-            datapath_type=data.get("datapath_type"),
-            updated_at=float(data.get("updated_at", 0.0)),
-        )
+    def from_json(raw: str | bytes) -> SwitchReport:
+        """A report as ``to_json`` (or any earlier version of it) wrote it."""
+        return SWITCH_REPORT.validate_json(raw)
+
+
+SWITCH_REPORT: TypeAdapter[SwitchReport] = TypeAdapter(SwitchReport)
+_FLOWS: Final = {"flows"}
 
 
 PRUNE_AFTER_S: Final = 300.0

@@ -280,7 +280,7 @@ def test_ctrl_c_ends_follow_normally(
     ],
 )
 def test_five_tuple(flow: dict[str, Any], text: str) -> None:
-    assert five_tuple({**FLOW.to_dict(), **flow}) == text
+    assert five_tuple(FlowRecord.from_dict({**FLOW.to_dict(), **flow})) == text
 
 
 def test_human_units() -> None:

@@ -99,6 +99,8 @@ def test_the_view_orders_flows_by_rate_then_bytes() -> None:
                 "why": "w",
                 "bytes": b,
                 "rate_bps": r,
+                "first_seen": 1.0,
+                "last_seen": 2.0,
             }
             for r, b in ((None, 5), (10.0, 1), (10.0, 9), (99.0, 0))
         ]

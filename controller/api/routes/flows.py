@@ -101,7 +101,7 @@ def flow_json(flow: FlowRecord) -> dict[str, Any]:
     """
     data = {name: getattr(flow, name) for name in _FIELDS}
     data["class"] = data.pop("traffic_class")
-    if not math.isfinite(data["rate_bps"]):
+    if data["rate_bps"] is not None and not math.isfinite(data["rate_bps"]):
         data["rate_bps"] = None
     return data
 

@@ -11,9 +11,6 @@ from controller.api.errors import ApiError
 from controller.api.routes.flows import DPID_PATTERN, parse_dpid
 from controller.api.schemas import (
     ErrorOut,
-    PortOut,
-    QueueOut,
-    QueueStatsOut,
     SwitchesOut,
     SwitchOut,
     SwitchQueuesOut,
@@ -38,26 +35,7 @@ def switch_out(report: SwitchReport, applied: int | None) -> SwitchOut:
         updated_at=report.updated_at,
         applied_version=applied,
         flow_count=len(report.flows),
-        ports=[
-            PortOut(
-                name=port.name,
-                number=port.number,
-                link_bps=port.link_bps,
-                rate_bps=port.rate_bps,
-                queues=[
-                    QueueOut(
-                        queue_id=q.queue_id,
-                        class_name=q.class_name,
-                        min_bps=q.min_bps,
-                        max_bps=q.max_bps,
-                        priority=q.priority,
-                        dscp=q.dscp,
-                    )
-                    for q in port.queues
-                ],
-            )
-            for port in report.ports
-        ],
+        ports=list(report.ports),
     )
 
 
@@ -94,7 +72,7 @@ def _queues(services: Services, dpid: str) -> SwitchQueuesOut:
     return SwitchQueuesOut(
         dpid=dpid,
         updated_at=updated_at,
-        queues=[QueueStatsOut.model_validate(queue.to_dict()) for queue in queues],
+        queues=queues,
     )
 
 
