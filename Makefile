@@ -35,10 +35,11 @@ scenarios: ovs
 		.venv/bin/flowlane scenario run $$name --out reports/bench/$$name; done
 
 bench: ovs scenarios
-	.venv/bin/python mininet/bench_propagation.py --out bench-propagation.json
-	.venv/bin/python mininet/bench_detection.py --out bench-detection.json
-	.venv/bin/python mininet/bench_classifier.py
-	.venv/bin/python mininet/bench_soak.py --out bench-soak.json
+	.venv/bin/python -m flowlane_bench.bench_propagation --out bench-propagation.json
+	.venv/bin/python -m flowlane_bench.bench_detection --out bench-detection.json
+	.venv/bin/python -m flowlane_bench.bench_classifier
+	.venv/bin/python -m flowlane_bench.bench_soak --out bench-soak.json
+	.venv/bin/python -m flowlane_bench.bench_api_abuse --out bench-api-abuse.json
 
 lint: setup
 	.venv/bin/ruff check .

@@ -11,7 +11,6 @@ skipped.
 from __future__ import annotations
 
 import socket
-import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,12 +19,7 @@ import pytest
 import redis
 
 from controller.store.client import connect
-
-HERE = Path(__file__).resolve().parent
-if str(HERE) not in sys.path:
-    sys.path.insert(0, str(HERE))
-
-from redis_server import RedisServer, StartRedis  # noqa: E402
+from tests.support.redis_server import RedisServer, StartRedis
 
 # Starlette 1.x nudges TestClient users from httpx to its fork httpx2; flowlane depends on httpx
 # (the CLI uses it) and the TestClient works with it. The warning fires once, when the first

@@ -1,30 +1,33 @@
 """``flowlane scenario``: list the shipped scenarios, run one in Mininet.
 
 Scenarios live in the source checkout (``mininet/scenarios``) next to their
-runner (``mininet/scenario.py``), which drives Mininet and so needs root and
-Debian's ``mininet`` package; ``run`` hands over to it in the same
-interpreter (``exec``), so signals and the live display go straight to it.
+runner (``python -m flowlane_bench.scenario``, ``mininet/flowlane_bench/scenario.py``),
+which drives Mininet and so needs root and Debian's ``mininet`` package; ``run``
+hands over to it in the same interpreter (``exec``), so signals and the live
+display go straight to it.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from flowlane_bench.suite.report import Report
+from flowlane_bench.suite.spec import Mode
+from flowlane_bench.suite.summary import markdown_table, scenario_list, summary_table
 from pydantic import ValidationError
 
 from controller.cli.groups import HintingGroup
 from controller.cli.render import err, out
 from controller.policy.errors import format_path
-from controller.scenario.report import Report
-from controller.scenario.spec import Mode
-from controller.scenario.summary import markdown_table, scenario_list, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = REPO / "mininet" / "scenario.py"
+RUNNER = "flowlane_bench.scenario"
+"""The runner's module: ``python -m flowlane_bench.scenario`` (installed from the checkout)."""
 SCENARIOS = REPO / "mininet" / "scenarios"
 
 app = typer.Typer(
@@ -34,11 +37,18 @@ app = typer.Typer(
 )
 
 
+def _runner_installed() -> bool:
+    try:
+        return importlib.util.find_spec(RUNNER) is not None
+    except ModuleNotFoundError:  # no flowlane_bench at all
+        return False
+
+
 def _checkout() -> None:
-    if not RUNNER.is_file() or not SCENARIOS.is_dir():
+    if not _runner_installed() or not SCENARIOS.is_dir():
         err.print(
-            f"[red]no scenario runner at {RUNNER}[/]: scenarios run from a source checkout"
-            " of flowlane (pip install -e '.\\[scenarios]')"
+            f"[red]no scenario runner ({RUNNER}) or no {SCENARIOS}[/]: scenarios run from a"
+            " source checkout of flowlane (pip install -e '.\\[scenarios]')"
         )
         raise typer.Exit(2)
     _extra()
@@ -98,7 +108,7 @@ def show(
         raise typer.Exit(2) from None
     if plots:
         _extra()
-        from controller.scenario.plots import write_plots  # matplotlib: the scenarios extra
+        from flowlane_bench.suite.plots import write_plots  # matplotlib: the scenarios extra
 
         loaded.plots = write_plots(loaded, report.parent)
         err.print(f"plots: {', '.join(str(report.parent / name) for name in loaded.plots)}")
@@ -125,7 +135,7 @@ def run(
     """Run one scenario (root): every mode in one network; writes report.json and plots."""
     _checkout()
     checked = _modes(modes)
-    args = [sys.executable, str(RUNNER), "run", scenario]
+    args = [sys.executable, "-m", RUNNER, "run", scenario]
     if checked:
         args += ["--modes", checked]
     if duration is not None:

@@ -1,6 +1,6 @@
 """``flowlane scenario``: ``list`` the shipped scenarios; ``show`` a report; ``run`` execs.
 
-``run`` replaces the process (``os.execv``) with ``mininet/scenario.py``, which
+``run`` replaces the process (``os.execv``) with ``python -m flowlane_bench.scenario``, which
 needs root and Mininet; these tests record the call instead of making it.
 ``show`` reads a synthetic report.json (the scenario tests' fixture lives in
 ``tests/scenario/conftest.py``, out of reach here, so it is built the same way).
@@ -8,6 +8,7 @@ needs root and Mininet; these tests record the call instead of making it.
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
 import os
@@ -16,13 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from controller.cli import render
-from controller.cli import scenario as scenario_cli
-from controller.cli.main import app
-from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
-from controller.scenario.report import (
+from flowlane_bench.suite.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
+from flowlane_bench.suite.report import (
     ALONE,
     IDLE,
     AllReduceResult,
@@ -33,11 +29,16 @@ from controller.scenario.report import (
     TrainingFlow,
     headline,
 )
-from controller.scenario.stats import cdf_points
-from controller.scenario.summary import markdown_table, summary_table
+from flowlane_bench.suite.stats import cdf_points
+from flowlane_bench.suite.summary import markdown_table, summary_table
+from typer.testing import CliRunner
+
+from controller.cli import render
+from controller.cli import scenario as scenario_cli
+from controller.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
-RUNNER = REPO / "mininet" / "scenario.py"
+RUNNER = "flowlane_bench.scenario"
 SHIPPED = ("allreduce", "collide", "failover", "incast", "isolation", "leafspine")
 MODES = ["fifo", "static", "flowlane"]
 CAPACITY = 50_000_000
@@ -154,7 +155,7 @@ def report_file(tmp_path: Path) -> Path:
 
 def test_the_cli_finds_the_checkout() -> None:
     assert scenario_cli.RUNNER == RUNNER
-    assert RUNNER.is_file()
+    assert importlib.util.find_spec(RUNNER) is not None
     assert scenario_cli.SCENARIOS == REPO / "mininet" / "scenarios"
 
 
@@ -179,7 +180,7 @@ def test_the_runners_tables_are_whole_when_piped() -> None:
     """`scenario run … 2>&1 | tee log` printed the runner's tables at 80 columns (rich's width
     for a pipe): headers cut to `p99/…`, descriptions wrapped over a dozen lines."""
     listed = subprocess.run(
-        [sys.executable, str(RUNNER), "list"],
+        [sys.executable, "-m", RUNNER, "list"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -412,7 +413,8 @@ def test_run_execs_the_runner_with_every_option(
             sys.executable,
             [
                 sys.executable,
-                str(RUNNER),
+                "-m",
+                RUNNER,
                 "run",
                 "incast",
                 "--modes",
@@ -429,7 +431,7 @@ def test_run_execs_the_runner_with_every_option(
 def test_run_passes_only_what_was_given(runner: CliRunner, execv: ExecCalls) -> None:
     result = runner.invoke(app, ["scenario", "run", "leafspine"])
     assert result.exit_code == 0, result.output
-    assert execv == [(sys.executable, [sys.executable, str(RUNNER), "run", "leafspine"])]
+    assert execv == [(sys.executable, [sys.executable, "-m", RUNNER, "run", "leafspine"])]
 
 
 def test_run_passes_a_scenario_file_through(
@@ -439,4 +441,4 @@ def test_run_passes_a_scenario_file_through(
     result = runner.invoke(app, ["scenario", "run", str(path), "--modes", "static"])
     assert result.exit_code == 0, result.output
     (_, args) = execv[0]
-    assert args[2:] == ["run", str(path), "--modes", "static"]
+    assert args[3:] == ["run", str(path), "--modes", "static"]

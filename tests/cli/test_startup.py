@@ -26,7 +26,7 @@ HEAVY = (
     "controller.pipeline",
     "controller.openflow",
     "controller.fabric",
-    "controller.scenarios",
+    "flowlane_bench",
     "controller.policy.model",
     "os_ken",
     "uvicorn",

@@ -1,7 +1,7 @@
-"""Tests for mininet/allreduce.py: pure helpers, then real rings of worker processes on loopback.
+"""Tests for flowlane_bench.allreduce: pure helpers, then real rings of workers on loopback.
 
-``mininet/`` is not a package (the script runs standalone inside Mininet hosts); conftest.py puts
-that folder on sys.path. Every process a test starts is stopped by its PID in a ``finally``.
+Workers run as ``python -m flowlane_bench.allreduce``, as inside Mininet hosts. Every process a
+test starts is stopped by its PID in a ``finally``.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-import allreduce
 import pytest
+from flowlane_bench import allreduce
 
-SCRIPT = Path(allreduce.__file__).resolve()
+WORKER = [sys.executable, "-m", "flowlane_bench.allreduce"]
 KEYS = {
     "rank",
     "workers",
@@ -185,16 +185,16 @@ def test_check_hello() -> None:
 
 def test_percentile_nearest_rank() -> None:
     values = [float(v) for v in range(1, 101)]
-    assert allreduce.percentile_nearest_rank(values, 99.0) == 99.0
-    assert allreduce.percentile_nearest_rank(values, 100.0) == 100.0
-    assert allreduce.percentile_nearest_rank(values, 0.0) == 1.0
-    assert allreduce.percentile_nearest_rank([10.0, 20.0, 30.0, 40.0], 50.0) == 20.0
-    assert allreduce.percentile_nearest_rank([10.0, 20.0, 30.0, 40.0], 99.0) == 40.0
-    assert allreduce.percentile_nearest_rank([7.0], 99.0) == 7.0
+    assert allreduce.percentile(values, 99.0) == 99.0
+    assert allreduce.percentile(values, 100.0) == 100.0
+    assert allreduce.percentile(values, 0.0) == 1.0
+    assert allreduce.percentile([10.0, 20.0, 30.0, 40.0], 50.0) == 20.0
+    assert allreduce.percentile([10.0, 20.0, 30.0, 40.0], 99.0) == 40.0
+    assert allreduce.percentile([7.0], 99.0) == 7.0
     with pytest.raises(ValueError):
-        allreduce.percentile_nearest_rank([], 50.0)
+        allreduce.percentile([], 50.0)
     with pytest.raises(ValueError):
-        allreduce.percentile_nearest_rank([1.0], 101.0)
+        allreduce.percentile([1.0], 101.0)
 
 
 def test_build_summary() -> None:
@@ -269,7 +269,7 @@ def _peers_arg(ports: Sequence[int]) -> str:
 
 def _start(rank: int, peers: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, str(SCRIPT), "--rank", str(rank), "--peers", peers, *extra],
+        [*WORKER, "--rank", str(rank), "--peers", peers, *extra],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

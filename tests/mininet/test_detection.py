@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import isolation
 import pytest
+from flowlane_bench import isolation
 
 pytestmark = pytest.mark.mininet
 

@@ -34,15 +34,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import harness
 import httpx
-import probe
 import pytest
-from topologies import PlannedTopo
+from flowlane_bench import harness, probe
+from flowlane_bench.suite import probe as probe_loss
+from flowlane_bench.suite.topology import LinkPlan, SwitchPlan, TopologyPlan, leaf_spine
+from flowlane_bench.topologies import PlannedTopo
 
 from controller.pipeline import tables
-from controller.scenario import probe as probe_loss
-from controller.scenario.topology import LinkPlan, SwitchPlan, TopologyPlan, leaf_spine
 
 pytestmark = pytest.mark.mininet
 

@@ -14,12 +14,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import faults
-import harness
 import httpx
 import pytest
 import redis
-from topologies import SWITCH, SingleSwitchTopo
+from flowlane_bench import faults, harness
+from flowlane_bench.topologies import SWITCH, SingleSwitchTopo
 
 from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.load import load_policy_document, load_policy_file

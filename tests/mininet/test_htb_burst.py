@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-import harness
 import pytest
+from flowlane_bench import harness
 from mininet.log import setLogLevel
 from mininet.net import Mininet
 from mininet.node import OVSSwitch

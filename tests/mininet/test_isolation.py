@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import harness
-import isolation
 import pytest
+from flowlane_bench import harness, isolation
 
 pytestmark = pytest.mark.mininet
 

@@ -12,19 +12,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 
-import harness
 import httpx
-import isolation
 import pytest
-from topologies import SWITCH, SingleSwitchTopo
+from flowlane_bench import harness, isolation
+from flowlane_bench.topologies import SWITCH, SingleSwitchTopo
 
 from controller.pipeline.flows import Owner, cookie_owner
 
 pytestmark = pytest.mark.mininet
-
-FIRST_PACKET = Path(isolation.__file__).resolve().parent / "first_packet.py"
 
 
 def job_entries() -> int:
@@ -58,7 +54,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, obje
             server, ["iperf3", "-s", "-1", "-p", str(isolation.TRAINING_PORT)]
         )
         capture = harness.host_popen(
-            server, [harness.PYTHON, str(FIRST_PACKET), "--port", str(isolation.TRAINING_PORT)]
+            server, harness.module_command("first_packet", "--port", str(isolation.TRAINING_PORT))
         )
         try:
             assert capture.stdout is not None and "capturing" in capture.stdout.readline()

@@ -12,9 +12,8 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
-import isolation
-import live_policy
 import pytest
+from flowlane_bench import isolation, live_policy
 
 pytestmark = pytest.mark.mininet
 

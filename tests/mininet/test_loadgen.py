@@ -1,12 +1,10 @@
-"""Tests for mininet/loadgen.py: pure statistics helpers plus a real loopback client/server run.
+"""Tests for flowlane_bench.loadgen: pure statistics helpers plus a real loopback client/server run.
 
-``mininet/`` is not a package (the script runs standalone inside Mininet hosts), so the module is
-loaded from its file path.
+The load generator runs as ``python -m flowlane_bench.loadgen``, as inside Mininet hosts.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -17,26 +15,12 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from flowlane_bench import loadgen
 
-REPO = Path(__file__).resolve().parents[2]
-LOADGEN = REPO / "mininet" / "loadgen.py"
-
-
-def _load_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("flowlane_mininet_loadgen", LOADGEN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # dataclasses resolve their module through sys.modules, so register before executing.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-loadgen = _load_module()
+LOADGEN = [sys.executable, "-m", "flowlane_bench.loadgen"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -46,33 +30,33 @@ loadgen = _load_module()
 
 def test_percentile_nearest_rank_known_values() -> None:
     values = [float(v) for v in range(1, 101)]  # 1..100
-    assert loadgen.percentile_nearest_rank(values, 50.0) == 50.0
-    assert loadgen.percentile_nearest_rank(values, 90.0) == 90.0
-    assert loadgen.percentile_nearest_rank(values, 99.0) == 99.0
-    assert loadgen.percentile_nearest_rank(values, 99.9) == 100.0
-    assert loadgen.percentile_nearest_rank(values, 100.0) == 100.0
-    assert loadgen.percentile_nearest_rank(values, 0.0) == 1.0
+    assert loadgen.percentile(values, 50.0) == 50.0
+    assert loadgen.percentile(values, 90.0) == 90.0
+    assert loadgen.percentile(values, 99.0) == 99.0
+    assert loadgen.percentile(values, 99.9) == 100.0
+    assert loadgen.percentile(values, 100.0) == 100.0
+    assert loadgen.percentile(values, 0.0) == 1.0
 
 
 def test_percentile_nearest_rank_small_sets() -> None:
-    assert loadgen.percentile_nearest_rank([7.0], 50.0) == 7.0
-    assert loadgen.percentile_nearest_rank([7.0], 99.9) == 7.0
+    assert loadgen.percentile([7.0], 50.0) == 7.0
+    assert loadgen.percentile([7.0], 99.9) == 7.0
     # n = 4: rank(50) = ceil(2) = 2, rank(90) = ceil(3.6) = 4, rank(25) = 1
     values = [10.0, 20.0, 30.0, 40.0]
-    assert loadgen.percentile_nearest_rank(values, 50.0) == 20.0
-    assert loadgen.percentile_nearest_rank(values, 90.0) == 40.0
-    assert loadgen.percentile_nearest_rank(values, 25.0) == 10.0
+    assert loadgen.percentile(values, 50.0) == 20.0
+    assert loadgen.percentile(values, 90.0) == 40.0
+    assert loadgen.percentile(values, 25.0) == 10.0
     # n = 10: rank(50) = 5 exactly (no float drift pushing it to 6)
     ten = [float(v) for v in range(1, 11)]
-    assert loadgen.percentile_nearest_rank(ten, 50.0) == 5.0
-    assert loadgen.percentile_nearest_rank(ten, 90.0) == 9.0
+    assert loadgen.percentile(ten, 50.0) == 5.0
+    assert loadgen.percentile(ten, 90.0) == 9.0
 
 
 def test_percentile_rejects_bad_input() -> None:
     with pytest.raises(ValueError):
-        loadgen.percentile_nearest_rank([], 50.0)
+        loadgen.percentile([], 50.0)
     with pytest.raises(ValueError):
-        loadgen.percentile_nearest_rank([1.0], 101.0)
+        loadgen.percentile([1.0], 101.0)
 
 
 def test_summarize_latencies_known_values() -> None:
@@ -409,7 +393,7 @@ def _stop(proc: subprocess.Popen[str]) -> int | None:
 def server() -> Iterator[tuple[subprocess.Popen[str], int]]:
     """A loadgen server on 127.0.0.1, on a port picked by the kernel (``--port 0``)."""
     proc = subprocess.Popen(
-        [sys.executable, str(LOADGEN), "server", "--host", "127.0.0.1", "--port", "0"],
+        [*LOADGEN, "server", "--host", "127.0.0.1", "--port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -430,7 +414,7 @@ def server() -> Iterator[tuple[subprocess.Popen[str], int]]:
 
 
 def _run_client(port: int, *extra: str, timeout: float = 15.0) -> tuple[int, dict[str, Any], str]:
-    cmd = [sys.executable, str(LOADGEN), "client", "--host", "127.0.0.1", "--port", str(port)]
+    cmd = [*LOADGEN, "client", "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(
         [*cmd, *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -9,11 +9,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import harness
 import httpx
 import pytest
 import yaml
-from topologies import SWITCH, SingleSwitchTopo
+from flowlane_bench import harness
+from flowlane_bench.topologies import SWITCH, SingleSwitchTopo
 
 from controller.policy.load import load_policy_file
 

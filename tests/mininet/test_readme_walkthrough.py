@@ -30,11 +30,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import harness
 import pytest
+from flowlane_bench import harness
+from flowlane_bench.topologies import DumbbellTopo, LeafSpineTopo, OffloadOffHost
 from mininet.net import Mininet
 from mininet.node import Host
-from topologies import DumbbellTopo, LeafSpineTopo, OffloadOffHost
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

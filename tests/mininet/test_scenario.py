@@ -21,23 +21,21 @@ import struct
 import subprocess
 from pathlib import Path
 
-import harness
 import pytest
-import scenario
 import yaml
-from topologies import PlannedTopo  # noqa: F401  (the runner's topology must import)
-
-from controller.scenario.control import control_plan
-from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
-from controller.scenario.report import ALONE, CONTROL, IDLE, Report
-from controller.scenario.spec import Mode, load_scenario, scenario_files
+from flowlane_bench import harness, scenario
+from flowlane_bench.suite.control import control_plan
+from flowlane_bench.suite.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
+from flowlane_bench.suite.report import ALONE, CONTROL, IDLE, Report
+from flowlane_bench.suite.spec import Mode, load_scenario, scenario_files
+from flowlane_bench.topologies import PlannedTopo  # noqa: F401  (the runner's topology must import)
 
 pytestmark = pytest.mark.mininet
 
 SHORT_S = 5.0
 SHARED_MODES = ("fifo", "static", "flowlane")
 """Seconds measured per phase: enough samples (about a thousand) for a p99 that holds."""
-RUNNER = Path(scenario.__file__).resolve()
+RUNNER = "flowlane_bench.scenario"
 FABRIC = ("collide", "failover")
 """Scenarios that compare forwarding (stp, ecmp, flowlane); they have tests of their own."""
 SHIPPED = [name for name in sorted(scenario_files(scenario.SCENARIOS)) if name not in FABRIC]
@@ -60,7 +58,8 @@ def leftovers(name: str, out: Path) -> list[str]:
         text=True,
     ).stdout.split()
     found += [f"qos row {row}" for row in qos]
-    for pattern in ("mininet:", "loadgen.py", "allreduce.py", "probe.py", "iperf3", str(out)):
+    workers = ("flowlane_bench.loadgen", "flowlane_bench.allreduce", "flowlane_bench.probe")
+    for pattern in ("mininet:", *workers, "iperf3", str(out)):
         pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
         found += [f"process {pid} ({pattern})" for pid in pids.split() if int(pid) != os.getpid()]
     return found
@@ -145,7 +144,7 @@ def assert_control(report: Report) -> None:
 def start_runner(out: Path, duration_s: float) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [
-            *(harness.PYTHON, str(RUNNER), "run", "isolation"),
+            *(harness.PYTHON, "-m", RUNNER, "run", "isolation"),
             *("--duration", str(duration_s), "--out", str(out)),
         ],
         stdout=subprocess.PIPE,

@@ -10,10 +10,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-import faults
-import harness
 import pytest
-from topologies import SWITCH, SingleSwitchTopo
+from flowlane_bench import faults, harness
+from flowlane_bench.topologies import SWITCH, SingleSwitchTopo
 
 from controller.policy.load import load_policy_file
 

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import itertools
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from flowlane_bench import harness
 
-HERE = Path(__file__).resolve().parent
-for path in (HERE, HERE.parents[1] / "mininet"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
-
-import harness  # noqa: E402
-from ovs_bridge import OvsBridge, owned_qos_ports, sh  # noqa: E402
-from redis_server import RedisServer  # noqa: E402
-
-from controller.qos.ovsdb import Ovsdb  # noqa: E402
+from controller.qos.ovsdb import Ovsdb
+from tests.support.ovs_bridge import OvsBridge, owned_qos_ports, sh
+from tests.support.redis_server import RedisServer
 
 _ids = itertools.count(1)
 

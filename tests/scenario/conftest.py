@@ -12,8 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from controller.scenario.report import (
+from flowlane_bench.suite.report import (
     ALONE,
     IDLE,
     AllReduceResult,
@@ -24,7 +23,7 @@ from controller.scenario.report import (
     TrainingFlow,
     headline,
 )
-from controller.scenario.stats import cdf_points
+from flowlane_bench.suite.stats import cdf_points
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from controller.scenario.control import (
+from flowlane_bench.suite.control import (
     ControlFlow,
     control_flows,
     control_pairs,
@@ -15,9 +14,9 @@ from controller.scenario.control import (
     sinks,
     with_rates,
 )
-from controller.scenario.report import ALONE, PhaseResult, TrainingFlow
-from controller.scenario.spec import BulkFlow, BulkWorkload, Scenario, load_scenario
-from controller.scenario.topology import single, with_hosts
+from flowlane_bench.suite.report import ALONE, PhaseResult, TrainingFlow
+from flowlane_bench.suite.spec import BulkFlow, BulkWorkload, Scenario, load_scenario
+from flowlane_bench.suite.topology import single, with_hosts
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"

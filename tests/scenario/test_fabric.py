@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from flowlane_bench.suite import fabric
+from flowlane_bench.suite.spec import load_scenario
+from flowlane_bench.suite.topology import leaf_spine
 
 from controller.fabric.model import Link, PortRef
 from controller.fabric.optimum import Commodity, max_throughput
-from controller.scenario import fabric
-from controller.scenario.spec import load_scenario
-from controller.scenario.topology import leaf_spine
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"

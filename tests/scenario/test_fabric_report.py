@@ -11,12 +11,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from rich.console import Console
-
-from controller.scenario.failover import event_results
-from controller.scenario.plots import LATENCY_CDF, THROUGHPUT, write_plots
-from controller.scenario.probe import probe_run
-from controller.scenario.report import (
+from flowlane_bench.suite.failover import event_results
+from flowlane_bench.suite.plots import LATENCY_CDF, THROUGHPUT, write_plots
+from flowlane_bench.suite.probe import probe_run
+from flowlane_bench.suite.report import (
     IDLE,
     InferenceResult,
     Latency,
@@ -27,10 +25,11 @@ from controller.scenario.report import (
     headline,
     meets,
 )
-from controller.scenario.results import interval_spans, phase_result
-from controller.scenario.spec import LinkEvent, LinkState
-from controller.scenario.stats import Span, cdf_points
-from controller.scenario.summary import events_table, markdown_table, summary_table
+from flowlane_bench.suite.results import interval_spans, phase_result
+from flowlane_bench.suite.spec import LinkEvent, LinkState
+from flowlane_bench.suite.stats import Span, cdf_points
+from flowlane_bench.suite.summary import events_table, markdown_table, summary_table
+from rich.console import Console
 
 MODES = ["stp", "ecmp", "flowlane"]
 OPTIMUM = 40e6

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from controller.scenario.spec import (
+from flowlane_bench.suite.spec import (
     LinkState,
     Mode,
     ProbeWorkload,

@@ -5,11 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from controller.fabric.model import PortRef
-from controller.fabric.optimum import Commodity
-from controller.scenario import fabric
-from controller.scenario.failover import (
+from flowlane_bench.suite import fabric
+from flowlane_bench.suite.failover import (
     HOLD_S,
     RECOVERED,
     after_events,
@@ -19,8 +16,11 @@ from controller.scenario.failover import (
     recovery_time,
     training_optimum,
 )
-from controller.scenario.probe import probe_run
-from controller.scenario.spec import LinkEvent, LinkState, load_scenario
+from flowlane_bench.suite.probe import probe_run
+from flowlane_bench.suite.spec import LinkEvent, LinkState, load_scenario
+
+from controller.fabric.model import PortRef
+from controller.fabric.optimum import Commodity
 
 REPO = Path(__file__).resolve().parents[2]
 MBIT = 1_000_000

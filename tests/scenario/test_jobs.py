@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from flowlane_bench.suite.jobs import JOB_TTL, workload_jobs
+from flowlane_bench.suite.spec import ScenarioError, load_scenario, parse_scenario
 
 from controller.policy.jobs import JobSpec
-from controller.scenario.jobs import JOB_TTL, workload_jobs
-from controller.scenario.spec import ScenarioError, load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 

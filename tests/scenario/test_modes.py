@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flowlane_bench.suite.modes import FIFO_CLASS, mode_document, mode_policy, needs_rstp
+from flowlane_bench.suite.spec import Mode
 
 from controller.policy.load import load_policy_document, parse_policy
-from controller.scenario.modes import FIFO_CLASS, mode_document, mode_policy, needs_rstp
-from controller.scenario.spec import Mode
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_FILES = sorted((REPO / "policies" / "scenarios").glob("*.yaml"))

@@ -7,10 +7,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from controller.scenario import plots
-from controller.scenario.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT, write_plots
-from controller.scenario.report import Report
+from flowlane_bench.suite import plots
+from flowlane_bench.suite.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT, write_plots
+from flowlane_bench.suite.report import Report
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

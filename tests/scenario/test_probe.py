@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from controller.scenario.probe import (
+from flowlane_bench.suite.probe import (
     ProbeOutputError,
     ProbeRun,
     due,
@@ -115,19 +114,18 @@ def test_unreadable_reports_are_refused(
 
 
 def test_the_probe_tool_reports_what_the_parser_reads() -> None:
-    """``mininet/probe.py`` over loopback: its two reports make a lossless run."""
+    """``flowlane_bench.probe`` over loopback: its two reports make a lossless run."""
     import json
     import socket
     import subprocess
     import sys
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[2] / "mininet" / "probe.py"
+    probe = [sys.executable, "-m", "flowlane_bench.probe"]
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     receiving = subprocess.Popen(
-        [sys.executable, str(script), "receive", "--port", str(port), "--duration", "1.5"],
+        [*probe, "receive", "--port", str(port), "--duration", "1.5"],
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -136,8 +134,7 @@ def test_the_probe_tool_reports_what_the_parser_reads() -> None:
         assert receiving.stdout.readline().strip() == "listening"
         sent = subprocess.run(
             [
-                sys.executable,
-                str(script),
+                *probe,
                 "send",
                 "--host",
                 "127.0.0.1",

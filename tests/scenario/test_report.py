@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-
-from controller.scenario.report import (
+from flowlane_bench.suite.report import (
     ALONE,
     CONTROL,
     IDLE,

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from controller.scenario.report import AllReduceResult, TrainingFlow
-from controller.scenario.results import (
+from flowlane_bench.suite.report import AllReduceResult, TrainingFlow
+from flowlane_bench.suite.results import (
     INFERENCE,
     TRAINING,
     IperfRun,
@@ -19,7 +18,7 @@ from controller.scenario.results import (
     phase_result,
     worker_iterations,
 )
-from controller.scenario.stats import Span
+from flowlane_bench.suite.stats import Span
 
 MIB = 1024 * 1024
 
@@ -39,7 +38,7 @@ def loadgen_client(
     timeline: list[list[float]] | None = None,
     raw: bool = True,
 ) -> dict[str, Any]:
-    """One ``mininet/loadgen.py`` client report (``--raw-latencies``)."""
+    """One ``flowlane_bench.loadgen`` client report (``--raw-latencies``)."""
     ordered = sorted(latencies)
     client: dict[str, Any] = {
         "requests_scheduled": len(latencies) + errors,
@@ -116,7 +115,7 @@ def iperf_udp(sent_bps: float, lost_percent: float) -> dict[str, Any]:
 def worker(
     rank: int, ends: list[float], *, start: float, per_iteration: int, workers: int = 4
 ) -> dict[str, Any]:
-    """One ``mininet/allreduce.py`` report: iterations back to back, ending at ``ends`` (s)."""
+    """One ``flowlane_bench.allreduce`` report: iterations back to back, ending at ``ends`` (s)."""
     durations, previous = [], 0.0
     for end in ends:
         durations.append(round((end - previous) * 1000, 4))
@@ -457,7 +456,7 @@ def test_phase_from_recorded_outputs_end_to_end() -> None:
 
 def test_udp_flows_count_toward_goodput_but_not_fairness() -> None:
     """A fixed-rate UDP stream's share is its sender's choice: Jain's index leaves it out."""
-    from controller.scenario.report import IDLE, Headline, InferenceResult, Latency, headline
+    from flowlane_bench.suite.report import IDLE, Headline, InferenceResult, Latency, headline
 
     tcp = [
         iperf_flow(IperfRun("bulk", f"t{i}", 0.0, iperf_tcp([], bps)))

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 import yaml
-
-from controller.scenario.spec import (
+from flowlane_bench.suite.spec import (
     AllReduceWorkload,
     BulkWorkload,
     InferenceWorkload,

@@ -9,8 +9,7 @@ import random
 from fractions import Fraction
 
 import pytest
-
-from controller.scenario.stats import Span, cdf_points, jain_index, percentile, throughput_series
+from flowlane_bench.suite.stats import Span, cdf_points, jain_index, percentile, throughput_series
 
 
 def nearest_rank(sorted_values: list[float], pct: float) -> float:
@@ -45,7 +44,7 @@ def test_percentile_is_exact_where_the_float_product_overshoots(n: int, pct: flo
 
     ``99.9 / 100 * 1000`` is ``999.0000000000001``, so p99.9 of 1000 samples
     (or of 4000, which a 20 s run at 200 requests/s produces) is one rank too
-    high; ``mininet/loadgen.py`` subtracts 1e-9 before ``ceil`` for this reason.
+    high; ``percentile`` subtracts 1e-9 before ``ceil`` for this reason.
     """
     values = [float(i) for i in range(1, n + 1)]
     assert percentile(values, pct) == nearest_rank(values, pct)
@@ -59,6 +58,7 @@ def test_percentile_known_values() -> None:
     assert percentile(values, 99) == 10.0
     assert percentile(values, 100) == 10.0
     assert percentile(values, 0.01) == 1.0
+    assert percentile(values, 0) == 1.0  # p0 is the minimum (rank 1), as nearest rank defines it
     assert percentile([3.5], 50) == 3.5
 
 
@@ -68,7 +68,7 @@ def test_percentile_with_repeated_values() -> None:
     assert percentile(values, 76) == 2.0
 
 
-@pytest.mark.parametrize("pct", [0, -1, 100.5])
+@pytest.mark.parametrize("pct", [-1, -1e-9, 100.5])
 def test_percentile_out_of_range(pct: float) -> None:
     with pytest.raises(ValueError, match="percentile must be in"):
         percentile([1.0, 2.0], pct)

@@ -6,11 +6,10 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from flowlane_bench.suite.report import CONTROL, Report, headline
+from flowlane_bench.suite.summary import markdown_table, scenario_list, summary_table
 from rich.console import Console
 from rich.table import Table
-
-from controller.scenario.report import CONTROL, Report, headline
-from controller.scenario.summary import markdown_table, scenario_list, summary_table
 
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"

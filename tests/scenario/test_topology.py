@@ -6,9 +6,8 @@ import ipaddress
 from collections.abc import Callable
 
 import pytest
-
-from controller.scenario import topology
-from controller.scenario.topology import MAX_HOSTS, TopologyPlan
+from flowlane_bench.suite import topology
+from flowlane_bench.suite.topology import MAX_HOSTS, TopologyPlan
 
 
 def peers(plan: TopologyPlan, switch: str) -> list[str]:

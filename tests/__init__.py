@@ -1,0 +1,1 @@
+"""flowlane's test suite (a package, so its helpers import as ``tests.support.*``)."""

@@ -1,0 +1,1 @@
+"""Helpers the tests share: a real Redis, OVS test bridges, recorded OpenFlow replies."""
