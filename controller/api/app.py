@@ -15,13 +15,13 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from starlette.concurrency import run_in_threadpool
 
-from controller.api.audit import AuditMiddleware
-from controller.api.auth import authorize
+from controller.api.audit import AuditLog, AuditMiddleware
+from controller.api.auth import AuthGateMiddleware, authorize
 from controller.api.bootstrap import bootstrap_admin
 from controller.api.docs import install_docs
 from controller.api.errors import install_error_handlers
 from controller.api.guards import GuardMiddleware
-from controller.api.limits import BodyLimitMiddleware
+from controller.api.limits import BodyLimitMiddleware, FailureLimiter
 from controller.api.metrics import ApiMetrics, MetricsMiddleware, StoreCollector
 from controller.api.openapi import install_openapi
 from controller.api.routes import (
@@ -58,18 +58,25 @@ controllers report about their switches.
 - Every route but `/healthz` and `/readyz` needs a bearer token
   (`Authorization: Bearer <token>`): `viewer` reads, `operator` also manages
   jobs, `admin` also writes policy and manages tokens. 401 without a valid
-  token, 403 when its role is too low. The author of a version is the name
-  of the token that wrote it.
+  token, 403 when its role is too low, 429 with `Retry-After` after too many
+  failed authentications from one address (a valid token is never held
+  back). The token is checked before the body is read; a body must arrive
+  within 30 s (408 otherwise: `flowlane api --body-timeout`). The author of
+  a version is the name of the token that wrote it.
 - Writes take `application/json` bodies only (415 otherwise) of at most
   8 MiB by default (413 otherwise: `flowlane api --max-body`), and refuse
   cross-origin browser requests (403). A policy may expand to at most 65 536
   classification entries per switch and a job to 16 384 (422 with the count).
-  Every write and every refused attempt is in the audit log (`GET /v1/audit`).
+  Every write and every refused attempt is in the audit log (`GET /v1/audit`);
+  refusals from one client within a second are one summary entry (`count`).
 """
 
 
 def create_app(settings: ApiSettings) -> FastAPI:
     services = Services.connect(settings)
+    api_metrics = ApiMetrics(settings.registry)
+    audit_log = AuditLog(services.audit, on_folded=api_metrics.audit_folded.inc)
+    limiter = FailureLimiter(settings.auth_failure_burst, settings.auth_failure_rate)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -78,16 +85,25 @@ def create_app(settings: ApiSettings) -> FastAPI:
         with contextlib.suppress(StoreUnavailableError):
             await run_in_threadpool(EpochStore(services.redis, settings.prefix).ensure)
         bootstrap = (
-            asyncio.create_task(bootstrap_admin(services.tokens, settings.token_file))
+            asyncio.create_task(
+                bootstrap_admin(
+                    services.tokens, settings.token_file, settings.bootstrap_token_ttl_s
+                )
+            )
             if settings.token_file is not None
             else None
         )
         services.applied_watch.start()
+        summaries = asyncio.create_task(audit_log.run())
         try:
             yield
         finally:
             if bootstrap is not None:
                 bootstrap.cancel()
+            summaries.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await summaries
+            await audit_log.flush(everything=True)  # refusals counted and not yet written
             await run_in_threadpool(services.applied_watch.stop)
             services.redis.close()
 
@@ -111,13 +127,18 @@ def create_app(settings: ApiSettings) -> FastAPI:
         ],
     )
     app.state.services = services
+    app.state.auth_limiter = limiter
     install_error_handlers(app)
-    # The last added runs first: metrics see everything, the audit sees refusals by the guard
-    # and by the size limit.
-    app.add_middleware(BodyLimitMiddleware, max_bytes=settings.max_body_bytes)
+    # The last added runs first: metrics see everything, the audit sees refusals by the gate,
+    # the guard and the size limit, and the gate checks the token before the body limit
+    # reads a byte of the body.
+    app.add_middleware(
+        BodyLimitMiddleware, max_bytes=settings.max_body_bytes, timeout_s=settings.body_timeout_s
+    )
     app.add_middleware(GuardMiddleware)
-    app.add_middleware(AuditMiddleware)
-    app.add_middleware(MetricsMiddleware, metrics=ApiMetrics(settings.registry))
+    app.add_middleware(AuthGateMiddleware, limiter=limiter)
+    app.add_middleware(AuditMiddleware, log=audit_log)
+    app.add_middleware(MetricsMiddleware, metrics=api_metrics)
     settings.registry.register(
         StoreCollector(lambda: (services.policies.active_version(), services.switches.heartbeats()))
     )

@@ -2,6 +2,9 @@
 
 Labels use the route's template (``/v1/policy/history``), never the raw
 path, so a scan of random URLs adds one ``unmatched`` series, not thousands.
+Refusals are also counted by kind (``flowlane_api_refusals_total``): the
+audit log summarises them (controller/api/audit.py), the metrics count
+every one.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from controller.api.audit import REFUSALS
 from controller.store.errors import StoreUnavailableError
 
 UNMATCHED = "unmatched"
@@ -73,6 +77,21 @@ class ApiMetrics:
             registry=registry,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
+        self.refusals = Counter(
+            "flowlane_api_refusals_total",
+            "Requests refused, by kind: unauthenticated (401), forbidden (403), not_found (404),"
+            " method_not_allowed (405), body_timeout (408), too_large (413),"
+            " unsupported_media_type (415), rate_limited (429)",
+            ["kind"],
+            registry=registry,
+        )
+        for kind in REFUSALS.values():  # every kind shows, at 0, before the first refusal
+            self.refusals.labels(kind)
+        self.audit_folded = Counter(
+            "flowlane_api_audit_folded_total",
+            "Refusals counted into an audit summary entry instead of an entry of their own",
+            registry=registry,
+        )
 
 
 def route_template(scope: Scope) -> str:
@@ -107,4 +126,7 @@ class MetricsMiddleware:
             route = route_template(scope)
             method = str(scope.get("method", ""))
             self.metrics.requests.labels(method, route, str(status)).inc()
+            kind = REFUSALS.get(status)
+            if kind is not None:
+                self.metrics.refusals.labels(kind).inc()
             self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)

@@ -9,6 +9,7 @@ import redis
 from fastapi import Depends, Request
 
 from controller.api.applied_watch import AppliedWatch
+from controller.api.audit import AUDIT_MAX_LEN, ENTRY_MAX_BYTES
 from controller.api.settings import ApiSettings
 from controller.store.client import connect
 from controller.store.events import EventStore
@@ -19,9 +20,6 @@ from controller.store.policies import PolicyStore
 from controller.store.queues import QueueStore
 from controller.store.switches import SwitchReport, SwitchStore
 from controller.store.tokens import TokenStore
-
-AUDIT_MAX_LEN = 100_000
-"""Audit entries kept (about: the stream is trimmed approximately)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +57,9 @@ class Services:
             FlowStore(client, settings.prefix),
             FabricStore(client, settings.prefix),
             TokenStore(client, settings.prefix),
-            EventStore(client, settings.prefix, AUDIT_MAX_LEN, name="audit"),
+            EventStore(
+                client, settings.prefix, AUDIT_MAX_LEN, name="audit", max_data_bytes=ENTRY_MAX_BYTES
+            ),
             QueueStore(client, settings.prefix),
             AppliedWatch(client, switches.applied_channel),
         )

@@ -9,21 +9,46 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from typer._click.core import ParameterSource
 
-from controller.api.settings import MAX_BODY_BYTES, ApiSettings
+from controller.api.settings import BODY_TIMEOUT_S, HEAD_TIMEOUT_S, MAX_BODY_BYTES, ApiSettings
 from controller.auth.files import TOKEN_FILE_ENV, default_token_file
+from controller.cli.credentials import (
+    REDIS_URL_ENV,
+    REDIS_URL_FILE_ENV,
+    redis_url_from_file,
+    redis_url_warning,
+    token_ttl_seconds,
+)
 from controller.cli.render import LogFormatOption
 from controller.logs import LogFormat, uvicorn_log_config
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
 
+LIMIT_CONCURRENCY = 512
+"""Connections at most (uvicorn answers 503 beyond): below the usual 1024 open files, above
+what flowlane's clients hold (a waiting write, a followed stream, each a connection)."""
+TIMEOUT_KEEP_ALIVE_S = 5
+
 
 def api(
+    ctx: typer.Context,
     host: Annotated[str, typer.Option(help="Listen address")] = "127.0.0.1",
     port: Annotated[int, typer.Option(min=1, max=65535, help="Listen port")] = 8080,
     redis_url: Annotated[
-        str, typer.Option(envvar="FLOWLANE_REDIS_URL", help="Redis holding policies and switches")
+        str,
+        typer.Option(
+            envvar=REDIS_URL_ENV,
+            help="Redis holding policies and switches; one with a password from"
+            " $FLOWLANE_REDIS_URL or --redis-url-file, never the command line (ps shows it)",
+        ),
     ] = "redis://127.0.0.1:6379/0",
+    redis_url_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=REDIS_URL_FILE_ENV, help="A file (0600) holding the Redis URL, password and all"
+        ),
+    ] = None,
     prefix: Annotated[str, typer.Option(help="Prefix of the Redis keys")] = "flowlane",
     controller_max_age: Annotated[
         float,
@@ -53,9 +78,47 @@ def api(
             show_default=False,
         ),
     ] = None,
+    token_ttl: Annotated[
+        str | None,
+        typer.Option(
+            help="The first admin token expires this long after it is made (30d, 12h);"
+            " default: never. Rotate it with flowlane token create, then revoke",
+            show_default=False,
+        ),
+    ] = None,
     max_body: Annotated[
         int, typer.Option(min=1024, help="Largest request body in bytes (413 above it)")
     ] = MAX_BODY_BYTES,
+    body_timeout: Annotated[
+        float,
+        typer.Option(min=0.1, help="Seconds a request may take to send its body (408 after)"),
+    ] = BODY_TIMEOUT_S,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            min=0.1,
+            help="Seconds a connection may take to send a request's headers (closed after)",
+        ),
+    ] = HEAD_TIMEOUT_S,
+    limit_concurrency: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Open connections (and requests in progress) at most; 503 beyond them",
+        ),
+    ] = LIMIT_CONCURRENCY,
+    timeout_keep_alive: Annotated[
+        int, typer.Option(min=1, help="Seconds an idle keep-alive connection stays open")
+    ] = TIMEOUT_KEEP_ALIVE_S,
+    forwarded_allow_ips: Annotated[
+        str,
+        typer.Option(
+            envvar="FLOWLANE_FORWARDED_ALLOW_IPS",
+            help="Proxies (comma-separated addresses or networks) whose X-Forwarded-For and"
+            " X-Forwarded-Proto are believed; none by default, so the client address is the"
+            " connection's",
+        ),
+    ] = "",
     tls_cert: Annotated[
         Path | None, typer.Option(help="Serve HTTPS with this PEM certificate (flowlane certs)")
     ] = None,
@@ -76,7 +139,14 @@ def api(
     route but /healthz and /readyz needs a token; on a store with none, the
     first start creates an admin token and writes it to --token-file.
     """
+    source = ctx.get_parameter_source("redis_url")
+    warning = redis_url_warning(redis_url, source is ParameterSource.COMMANDLINE)
+    if warning is not None:
+        typer.echo(warning, err=True)
     try:
+        if redis_url_file is not None:
+            redis_url = redis_url_from_file(redis_url_file)
+        bootstrap_ttl_s = token_ttl_seconds(token_ttl)
         settings = ApiSettings(
             redis_url=redis_url,
             prefix=prefix,
@@ -85,7 +155,9 @@ def api(
             max_wait_timeout_s=max_wait_timeout,
             history_limit=history_limit,
             max_body_bytes=max_body,
+            body_timeout_s=body_timeout,
             token_file=token_file or default_token_file(os.environ, Path.home()),
+            bootstrap_token_ttl_s=bootstrap_ttl_s,
         )
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from None
@@ -94,6 +166,7 @@ def api(
     import uvicorn
 
     from controller.api.app import create_app
+    from controller.api.limits import head_deadline_protocol
 
     app = create_app(settings)
     # Everything loaded so far (FastAPI's routes, pydantic's schemas, the services) lives
@@ -109,8 +182,29 @@ def api(
         log_level=log_level.lower(),
         log_config=uvicorn_log_config(log_level, log_format, access_log),
         access_log=access_log,
+        http=head_deadline_protocol(head_timeout),
+        **server_limits(limit_concurrency, timeout_keep_alive),
+        **proxy_options(forwarded_allow_ips),
         **tls,
     )
+
+
+def server_limits(limit_concurrency: int, timeout_keep_alive: int) -> dict[str, Any]:
+    """uvicorn's bounds on connections: how many, and how long an idle one is kept."""
+    return {"limit_concurrency": limit_concurrency, "timeout_keep_alive": timeout_keep_alive}
+
+
+def proxy_options(forwarded_allow_ips: str) -> dict[str, Any]:
+    """uvicorn's proxy settings: X-Forwarded-* is read only from the listed proxies.
+
+    uvicorn's own default trusts 127.0.0.1, so any local process could write
+    the client address it liked into the audit log and dodge the per-address
+    limit on failed tokens; with no proxy listed the headers are ignored.
+    """
+    listed = [part.strip() for part in forwarded_allow_ips.split(",") if part.strip()]
+    if not listed:
+        return {"proxy_headers": False, "forwarded_allow_ips": ""}
+    return {"proxy_headers": True, "forwarded_allow_ips": listed}
 
 
 def tls_options(cert: Path | None, key: Path | None, client_ca: Path | None) -> dict[str, Any]:

@@ -3,7 +3,11 @@
 A stream (not pub/sub) so that ``GET /v1/events?since=`` and
 ``flowlane events --follow`` can resume where they left off, and so a
 restarted API still shows what happened before.  The stream is capped
-(approximately) at ``max_len`` entries.
+(approximately) at ``max_len`` entries, and, when ``max_data_bytes`` is set
+(the audit log), each entry's ``data`` at that many bytes: the stream then
+holds at most about ``max_len * max_data_bytes`` bytes of data whatever is
+written to it. The caller shortens its entries to fit (``controller/api/audit.py``);
+one that still does not is stored as a marker saying how large it was.
 
 An entry has three fields: ``kind``, ``time`` (``repr`` of a unix time) and
 ``data`` (a JSON object).  ``append`` writes most of them; ``policy`` entries
@@ -41,6 +45,7 @@ class EventStore:
         prefix: str = "flowlane",
         max_len: int = 10_000,
         name: str = "events",
+        max_data_bytes: int | None = None,
     ):
         """``name`` picks the stream: ``events``, or ``audit`` for the API's audit log."""
         self._redis = client
@@ -48,13 +53,17 @@ class EventStore:
         """The stream key: public because ``PolicyStore`` writes its entries from the Lua
         script that stores the version (same fields, same cap), so both land or neither."""
         self.max_len = max_len
+        self.max_data_bytes = max_data_bytes
 
     @translate_errors
     def append(self, kind: str, data: dict[str, Any], now: float | None = None) -> str:
+        encoded = json.dumps(data)
+        if self.max_data_bytes is not None and len(encoded) > self.max_data_bytes:
+            encoded = json.dumps({"truncated": True, "size": len(encoded)})
         fields = {
             "kind": kind,
             "time": repr(now if now is not None else time.time()),
-            "data": json.dumps(data),
+            "data": encoded,
         }
         event_id: Any = self._redis.xadd(
             self.stream,
