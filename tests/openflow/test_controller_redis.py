@@ -5,11 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import harness
 import pytest
 import yaml
-from ovs_bridge import OvsBridge
-from redis_server import RedisServer
+from flowlane_bench import harness
 
 from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.jobs import JobSpec
@@ -19,6 +17,8 @@ from controller.store.epoch import EpochStore
 from controller.store.jobs import JobStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchStore
+from tests.support.ovs_bridge import OvsBridge
+from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.ovs
 

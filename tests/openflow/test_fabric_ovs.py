@@ -304,7 +304,7 @@ class Fabric:
 
 @pytest.fixture
 def fabric() -> Iterator[Fabric]:
-    import harness
+    from flowlane_bench import harness
 
     harness.check_prerequisites()
     index = f"{os.getpid() % 1000}{next(_ids)}"

@@ -7,7 +7,6 @@ import struct
 import time
 from typing import Any
 
-import flow_stats_replies as replies
 import pytest
 from os_ken.controller import ofp_event
 from os_ken.ofproto import ofproto_parser
@@ -23,6 +22,7 @@ from controller.openflow.flowstats import (
     deferred_body,
     multipart_body,
 )
+from tests.support import flow_stats_replies as replies
 
 
 class _Datapath:

@@ -7,7 +7,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import flow_stats_replies as replies
 import pytest
 from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
@@ -20,6 +19,7 @@ from controller.openflow.stats import FlowCounters
 from controller.pipeline.flows import FlowEntry
 from controller.pipeline.planner import plan_switch
 from controller.policy.load import load_policy_file
+from tests.support import flow_stats_replies as replies
 
 REPO = Path(__file__).resolve().parents[2]
 COUNT_TABLE = 3

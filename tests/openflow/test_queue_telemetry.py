@@ -9,14 +9,14 @@ import struct
 import urllib.request
 from pathlib import Path
 
-import harness
 import pytest
-from ovs_bridge import OvsBridge
+from flowlane_bench import harness
 from prometheus_client.parser import text_string_to_metric_families
-from redis_server import RedisServer
 
 from controller.store.client import connect
 from controller.store.queues import QueueStore
+from tests.support.ovs_bridge import OvsBridge
+from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.ovs
 

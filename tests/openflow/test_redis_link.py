@@ -14,12 +14,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import harness
 import pytest
 import redis
 import yaml
+from flowlane_bench import harness
 from prometheus_client import CollectorRegistry
-from redis_server import RedisServer
 
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import PortState, SyncReport
@@ -33,6 +32,7 @@ from controller.store.epoch import EpochStore, Regression
 from controller.store.events import EventStore
 from controller.store.policies import PolicyStore
 from controller.store.switches import SwitchReport, SwitchStore
+from tests.support.redis_server import RedisServer
 
 DOCUMENT = yaml.safe_load(
     """

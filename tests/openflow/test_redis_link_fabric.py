@@ -9,7 +9,6 @@ from collections.abc import Iterator
 import pytest
 import redis
 import yaml
-from redis_server import StartRedis
 
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot, build_snapshot, topology_events
@@ -18,6 +17,7 @@ from controller.policy.load import parse_policy
 from controller.store.client import connect
 from controller.store.events import EventStore
 from controller.store.fabric import FabricStore
+from tests.support.redis_server import StartRedis
 
 DOCUMENT = yaml.safe_load(
     """

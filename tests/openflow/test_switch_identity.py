@@ -11,13 +11,13 @@ import socket
 from collections.abc import Iterator
 from pathlib import Path
 
-import harness
 import pytest
-from ovs_bridge import OvsBridge, sh
-from redis_server import RedisServer
+from flowlane_bench import harness
 
 from controller.store.client import connect
 from controller.store.events import EventStore
+from tests.support.ovs_bridge import OvsBridge, sh
+from tests.support.redis_server import RedisServer
 
 pytestmark = pytest.mark.ovs
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import harness
 import pytest
+from flowlane_bench import harness
 
 from controller.qos.ovsdb import Ovsdb
 

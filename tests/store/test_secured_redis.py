@@ -12,7 +12,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from redis_server import RedisServer
 
 from controller.auth.model import Role
 from controller.openflow.redis_link import RedisLink
@@ -23,6 +22,7 @@ from controller.store.policies import PolicyStore
 from controller.store.tokens import TokenStore
 from tests.api.test_killed_mid_put import start_api
 from tests.conftest import free_port
+from tests.support.redis_server import RedisServer
 
 DOCUMENT = {
     "classes": {
