@@ -9,7 +9,8 @@ every problem, malformed JSON included, the same 422 with the same paths
 from __future__ import annotations
 
 import json
-from typing import Any, TypeVar
+import re
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,6 +23,24 @@ SOURCE = "request body"
 DOCUMENT = "(document)"
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+CONTROL_CHARACTERS: Final = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
+"""C0/C1 controls (NUL, ESC, CSI...), DEL and bidirectional overrides: free text the API
+stores is printed on operators' terminals, where these are commands, not text."""
+
+
+def control_character_error(value: str) -> str | None:
+    """Why ``value`` may not be stored as a comment or name (None: it may)."""
+    found = CONTROL_CHARACTERS.search(value)
+    if found is None:
+        return None
+    return (
+        f"control characters are not allowed (U+{ord(found.group()):04X} at character"
+        f" {found.start()}): it is shown on terminals, where they act as commands"
+    )
 
 
 class BodyError(ValueError):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from controller.auth.files import write_secret_file
 from controller.cli.groups import HintingGroup
 from controller.cli.render import out
 
@@ -25,12 +25,9 @@ FILES = ("ca", "api", "controller", "switch", "client")
 
 def _write(directory: Path, name: str, issued: Issued) -> None:
     (directory / f"{name}.pem").write_bytes(issued.cert_pem)
-    key = directory / f"{name}.key"
-    # Created 0600 from the start: the key is never readable by others, not even briefly.
-    descriptor = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(issued.key_pem)
-    key.chmod(0o600)
+    # Created 0600 from the start under a random name, then renamed: never readable by
+    # others, not even briefly, and never written through a planted symlink.
+    write_secret_file(directory / f"{name}.key", issued.key_pem)
 
 
 @app.command()
@@ -44,11 +41,26 @@ def init(
         ),
     ] = None,
     force: Annotated[bool, typer.Option(help="Replace certificates already there")] = False,
+    switch_dpid: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="Also a certificate for the switch with this datapath id (16 hex digits;"
+            " repeat it): switch-<dpid>.pem, for flowlane controller --ofp-bind-dpid"
+        ),
+    ] = None,
 ) -> None:
     """Create a private CA in DIRECTORY and sign, with it, certificates for the API
     (api.pem), the OpenFlow controller (controller.pem), switches (switch.pem) and API
     clients (client.pem); keys are *.key, readable by their owner only."""
     hosts = tuple(dict.fromkeys([*DEFAULT_HOSTS, *(host or [])]))
+    try:
+        dpids = [int(value.replace(":", ""), 16) for value in switch_dpid or []]
+    except ValueError:
+        out.print("[red]error:[/] --switch-dpid takes a datapath id in hex: 0000000000000001")
+        raise typer.Exit(2) from None
+    if any(not 0 <= dpid < 2**64 for dpid in dpids):
+        out.print("[red]error:[/] --switch-dpid: a datapath id has at most 16 hex digits")
+        raise typer.Exit(2)
     existing = [
         str(directory / f"{name}.{suffix}")
         for name in FILES
@@ -63,7 +75,7 @@ def init(
     except OSError as exc:
         out.print(f"[red]error:[/] cannot create {directory}: {exc.strerror or exc}")
         raise typer.Exit(2) from None
-    from controller.auth.certs import issue, new_authority
+    from controller.auth.certs import issue, new_authority, switch_name
 
     authority = new_authority()
     _write(directory, "ca", authority.issued)
@@ -77,6 +89,9 @@ def init(
     )
     _write(directory, "switch", issue(authority, "flowlane switch", server=False, client=True))
     _write(directory, "client", issue(authority, "flowlane client", server=False, client=True))
+    for dpid in dpids:  # CN "flowlane switch dpid:<16 hex>": the id it may serve under
+        issued = issue(authority, switch_name(dpid), server=False, client=True)
+        _write(directory, f"switch-{dpid:016x}", issued)
     d = directory
     out.print(
         f"wrote a CA and certificates for {', '.join(hosts)} to {d}\n\n"

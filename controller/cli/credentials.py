@@ -79,3 +79,54 @@ class ApiCallError(Exception):
 
     def __str__(self) -> str:
         return self.message
+
+
+REDIS_URL_ENV = "FLOWLANE_REDIS_URL"
+REDIS_URL_FILE_ENV = "FLOWLANE_REDIS_URL_FILE"
+
+
+def redis_url_warning(url: str | None, from_command_line: bool) -> str | None:
+    """What to tell the operator when a Redis URL with a password was given as an argument
+    (None: it was not). ``ps`` and ``/proc/PID/cmdline`` show arguments to every user."""
+    if url is None or not from_command_line:
+        return None
+    from controller.auth.redact import redact
+
+    if redact(url) == url:
+        return None
+    return (
+        "warning: --redis-url carries a password on the command line, where ps shows it to"
+        f" every user; put the URL in ${REDIS_URL_ENV} or in a file read with --redis-url-file"
+    )
+
+
+def redis_url_from_file(path: Path) -> str:
+    """The Redis URL in ``path`` (one line; a file only its owner reads, like a token)."""
+    try:
+        url = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"--redis-url-file {path}: cannot read it: {reason}") from None
+    if not url:
+        raise ValueError(f"--redis-url-file {path}: empty, expected redis://[:password@]host")
+    if "://" not in url:
+        # The content is not quoted: it may be the password alone.
+        raise ValueError(
+            f"--redis-url-file {path}: not a URL (expected redis://[:password@]host:port/db)"
+        )
+    return url
+
+
+def token_ttl_seconds(value: str | None, option: str = "--token-ttl") -> float | None:
+    """``30d``, ``12h``... as seconds (None: the token never expires)."""
+    if value is None:
+        return None
+    from controller.policy.units import parse_duration
+
+    try:
+        seconds = parse_duration(value)
+    except ValueError as exc:
+        raise ValueError(f"{option} {value!r}: {exc}") from None
+    if seconds <= 0:
+        raise ValueError(f"{option} {value!r}: must be positive")
+    return seconds

@@ -93,7 +93,11 @@ def main(
     ctx: typer.Context,
     token: Annotated[
         str | None,
-        typer.Option(envvar=TOKEN_ENV, help="API token (or $FLOWLANE_TOKEN)", show_envvar=False),
+        typer.Option(
+            envvar=TOKEN_ENV,
+            help="API token: prefer $FLOWLANE_TOKEN or --token-file (ps shows arguments)",
+            show_envvar=False,
+        ),
     ] = None,
     token_file: Annotated[
         Path | None,
@@ -129,6 +133,13 @@ def main(
     # --token also reads $FLOWLANE_TOKEN: which of the two it was is named when it is refused.
     from_env = ctx.get_parameter_source("token") is ParameterSource.ENVIRONMENT
     CREDENTIALS.token_source = f"${TOKEN_ENV}" if from_env else "--token"
+    if token is not None and ctx.get_parameter_source("token") is ParameterSource.COMMANDLINE:
+        # ps shows every argument to every user of the machine; the shell keeps it too.
+        typer.echo(
+            "warning: --token puts the token on the command line, where ps shows it to every"
+            f" user; use --token-file or ${TOKEN_ENV}",
+            err=True,
+        )
     CREDENTIALS.token_file = token_file
     CREDENTIALS.ca_file = ca_file
     CREDENTIALS.client_cert = client_cert

@@ -39,7 +39,7 @@ from controller.cli.credentials import (
     EXIT_UNAVAILABLE,
     ApiCallError,
 )
-from controller.cli.render import err, out, print_policy_error
+from controller.cli.render import err, out, print_policy_error, safe
 from controller.policy.errors import FieldError, PolicyError
 from controller.policy.units import format_rate
 
@@ -301,7 +301,7 @@ def report_failure(failure: ApiCallError, *, as_json: bool, source: str = "polic
     if failure.errors:
         print_policy_error(PolicyError(failure.errors, source))
     else:
-        err.print(f"[bold red]error[/]: {failure.message}", highlight=False)
+        err.print(f"[bold red]error[/]: {safe(failure.message)}", highlight=False)
     return typer.Exit(failure.exit_code)
 
 
@@ -323,7 +323,7 @@ def report_request_failure(
     err.print(f"[bold red]invalid {what}[/]: {len(failure.errors)} error(s)", highlight=False)
     for error in failure.errors:
         extra = hint(error) if hint is not None else ""
-        err.print(f"  [cyan]{error.path}[/]: {error.message}{extra}", highlight=False)
+        err.print(f"  [cyan]{safe(error.path)}[/]: {safe(error.message)}{extra}", highlight=False)
     return typer.Exit(failure.exit_code)
 
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Annotated, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 import redis
@@ -62,10 +62,17 @@ from controller.auth.files import (
     TOKEN_FILE_ENV,
     default_token_file,
     read_token_file,
+    store_token_file,
     write_secret_file,
 )
+from controller.auth.redact import redact
 from controller.cli.api import tls_options
 from controller.cli.controller import ofp_tls
+from controller.cli.credentials import (
+    redis_url_from_file,
+    redis_url_warning,
+    token_ttl_seconds,
+)
 from controller.cli.ports import bind_error, holders_text, listens_on, port_holders
 from controller.cli.render import LogFormatOption, err, out
 from controller.cli.supervise import StartFailedError, Supervisor
@@ -242,13 +249,9 @@ def _free_port() -> int:
 
 
 def without_password(url: str) -> str:
-    """``url`` fit to print: a password in it is replaced by ``***``."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{parts.username or ''}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """``url`` fit to print: a password in it is replaced by ``***`` (one helper for every
+    message, ``controller.auth.redact``)."""
+    return redact(url)
 
 
 def write_redis_password(directory: Path) -> tuple[Path, str]:
@@ -590,7 +593,23 @@ def up(
         ),
     ] = False,
     redis_url: Annotated[
-        str | None, typer.Option(help="Use this Redis instead of starting a private one")
+        str | None,
+        typer.Option(
+            help="Use this Redis instead of starting a private one (one with a password:"
+            " --redis-url-file, so ps does not show it)"
+        ),
+    ] = None,
+    redis_url_file: Annotated[
+        Path | None,
+        typer.Option(help="A file (0600) holding the URL of the Redis to use, password and all"),
+    ] = None,
+    token_ttl: Annotated[
+        str | None,
+        typer.Option(
+            help="The first admin token of an empty store expires this long after it is made"
+            " (30d, 12h; flowlane api --token-ttl) [default: never]",
+            show_default=False,
+        ),
     ] = None,
     data_dir: Annotated[
         Path | None,
@@ -636,11 +655,25 @@ def up(
     ofp_ca: Annotated[
         Path | None, typer.Option(help="Accept only switches certified by this CA")
     ] = None,
+    ofp_bind_dpid: Annotated[
+        bool,
+        typer.Option(help="Serve a switch only under the datapath id its certificate names"),
+    ] = False,
     log_format: LogFormatOption = LogFormat.text,
     access_log: Annotated[bool, typer.Option(help="Log every API request")] = False,
 ) -> None:
     """Start Redis (unless --redis-url), the controller and the API; restart any that dies;
     stop them all on Ctrl-C. Exits 1, saying why in one line, if any of them cannot start."""
+    warning = redis_url_warning(redis_url, from_command_line=True)
+    if warning is not None:
+        err.print(warning, markup=False, highlight=False)
+    try:
+        if redis_url_file is not None:
+            redis_url = redis_url_from_file(redis_url_file)
+        token_ttl_seconds(token_ttl)  # checked before anything starts; the API applies it
+    except ValueError as exc:
+        err.print(f"[bold red]flowlane up:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
     if redis_url is not None and ephemeral:
         err.print(
             "[bold red]flowlane up:[/] --ephemeral is for the private Redis; drop --redis-url"
@@ -650,6 +683,12 @@ def up(
     policy = (policy if policy is not None else default_policy_path()).absolute()
     api_tls = tls_options(tls_cert, tls_key, tls_client_ca)
     switch_tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
+    if ofp_bind_dpid and switch_tls is None:
+        err.print(
+            "[bold red]flowlane up:[/] --ofp-bind-dpid needs --ofp-tls-cert, --ofp-tls-key"
+            " and --ofp-ca: over plain TCP a switch presents no certificate to bind"
+        )
+        raise typer.Exit(2)
     stack = _Stack()
     signal.signal(signal.SIGTERM, stack.on_signal)
     signal.signal(signal.SIGINT, stack.on_signal)
@@ -718,7 +757,11 @@ def up(
                 if not _redis_ready(redis_url)():
                     raise StackError(f"Redis at {shown_url} does not answer")
             client = resources.enter_context(contextlib.closing(connect(redis_url)))
-            tokens = token_file or default_token_file(os.environ, Path.home())
+            # An ephemeral store's token lives and dies with it, beside its Redis files: it
+            # never takes the place of a persistent stack's token in ~/.config/flowlane.
+            tokens = token_file or (
+                directory / "token" if ephemeral else default_token_file(os.environ, Path.home())
+            )
             token_store = TokenStore(client)
             try:
                 policy_line = _settle_policy(
@@ -740,6 +783,7 @@ def up(
                     "--ofp-ca",
                     str(switch_tls.ca),
                 ]
+                controller_args += ["--ofp-bind-dpid"] if ofp_bind_dpid else []
             controller_child = _Child(
                 "controller",
                 [*flowlane, "controller", *controller_args],
@@ -751,6 +795,7 @@ def up(
             api_args = ["--host", api_host, "--port", str(api_port)]
             api_args += ["--history-limit", str(history_limit)]
             api_args += ["--token-file", str(tokens), "--max-body", str(max_body)]
+            api_args += ["--token-ttl", token_ttl] if token_ttl is not None else []
             api_args += ["--log-format", log_format.value]
             api_args += ["--access-log"] if access_log else []
             for option, path in (
@@ -780,6 +825,12 @@ def up(
             token_deadline = time.monotonic() + (0.0 if had_tokens else TOKEN_WAIT_S)
             while True:  # an empty store's token is written by the API as it starts
                 state = _token_state(token_store, tokens)
+                if state is not TokenState.VALID and not had_tokens:
+                    # The API leaves a file holding another store's token as it is and
+                    # writes this store's to a file of its own (controller/api/bootstrap.py).
+                    own = store_token_file(tokens, token_store.store_id())
+                    if _token_state(token_store, own) is TokenState.VALID:
+                        tokens, state = own, TokenState.VALID
                 if state is TokenState.VALID or time.monotonic() >= token_deadline:
                     break
                 if stack.stopping:
