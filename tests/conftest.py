@@ -10,6 +10,7 @@ skipped.
 
 from __future__ import annotations
 
+import logging
 import socket
 import warnings
 from collections.abc import Iterator
@@ -81,6 +82,40 @@ def start_redis(tmp_path: Path) -> Iterator[StartRedis]:
     finally:
         for server in servers:
             server.stop()
+
+
+SERIAL_MARKS = ("ovs", "mininet")
+"""Tests that share one Open vSwitch (bridge names, the CPU they measure on): run one at a time."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that needs no Open vSwitch is in the ``fast`` tier (``pytest -m fast``).
+
+    The tier is derived, not declared, so a new test cannot be left out of both
+    tiers: ``deploy/test.sh`` runs ``fast`` on every core, then ``not fast``
+    (the OVS and Mininet tests) one at a time.
+    """
+    for item in items:
+        if not any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
+            item.add_marker(pytest.mark.fast)
+
+
+@pytest.fixture(autouse=True)
+def root_logging_restored() -> Iterator[None]:
+    """The root logger's handlers and level as they were before the test.
+
+    A command run in-process (``flowlane controller`` through typer's CliRunner)
+    points the root logger at the runner's stderr, which is closed when the
+    command returns: every later log line in that process would then print
+    "--- Logging error ---" into whatever output the next test reads.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 @pytest.fixture(autouse=True)

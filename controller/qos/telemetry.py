@@ -1,40 +1,31 @@
 """Per-port, per-class queue telemetry from the HTB classes flowlane provisions. Pure.
 
 OVS builds each port's queues as HTB classes (``linux-htb``) on the Linux
-device, on the userspace datapath as on the kernel one, so ``tc -s class
-show`` is the one source that works for both; OpenFlow queue statistics are
-empty on the userspace datapath. Class ``1:<n+1>`` is queue ``n``, and queue
-``n`` is the policy's ``n``-th class.
+device, on the userspace datapath as on the kernel one, so the HTB classes'
+statistics are the one source that works for both; OpenFlow queue statistics
+are empty on the userspace datapath. Class ``1:<n+1>`` is queue ``n``, and
+queue ``n`` is the policy's ``n``-th class.
 
-iproute2 6.1 prints HTB classes only as text (``-j`` is ignored for them),
-hence a parser for that text; its sizes are rounded to Kb and Mb as tc
-prints them.
+``controller.qos.tc`` reads the classes over netlink, exact (tc's text rounds
+the backlog to Kb and Mb), into ``ClassCounters``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from controller.qos.plan import QueueSpec
+from controller.qos.records import QueueStats as QueueStats  # its home before records.py
 
 ROOT_CLASS: Final = "1:fffe"
-
-_CLASS = re.compile(
-    r"^class htb (?P<classid>\S+) .*?\n"
-    r"\s*Sent (?P<bytes>\d+) bytes (?P<packets>\d+) pkt"
-    r" \(dropped (?P<drops>\d+), overlimits (?P<overlimits>\d+)[^)]*\)\s*\n"
-    r"\s*backlog (?P<backlog>\d+(?:\.\d+)?[KMG]?)b (?P<backlog_packets>\d+)p",
-    re.M,
-)
-_SIZE_UNITS: Final = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3}
 
 
 @dataclass(frozen=True, slots=True)
 class ClassCounters:
-    """What tc says about one HTB class."""
+    """One HTB class's statistics as the kernel keeps them (TCA_STATS2): bytes and packets
+    sent, packets dropped and overlimit events since the class was made; the backlog now."""
 
     bytes: int
     packets: int
@@ -42,84 +33,6 @@ class ClassCounters:
     overlimits: int
     backlog_bytes: int
     backlog_packets: int
-
-
-@dataclass(frozen=True, slots=True)
-class QueueStats:
-    """One class's queue on one port: counters since the queue was made, the backlog now,
-    and the send rate since the previous reading (None on the first)."""
-
-    port: str
-    traffic_class: str
-    queue_id: int
-    bytes: int
-    packets: int
-    drops: int
-    overlimits: int
-    backlog_bytes: int
-    backlog_packets: int
-    rate_bps: float | None
-    at: float
-    min_bps: int = 0
-    """The queue's guarantee (HTB rate) on this port."""
-    priority: int = 0
-    """Its HTB priority: 0 is served first (the latency classes)."""
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "port": self.port,
-            "class": self.traffic_class,
-            "queue": self.queue_id,
-            "bytes": self.bytes,
-            "packets": self.packets,
-            "drops": self.drops,
-            "overlimits": self.overlimits,
-            "backlog_bytes": self.backlog_bytes,
-            "backlog_packets": self.backlog_packets,
-            "rate_bps": self.rate_bps,
-            "at": self.at,
-            "min_bps": self.min_bps,
-            "priority": self.priority,
-        }
-
-    @staticmethod
-    def from_dict(data: Mapping[str, Any]) -> QueueStats:
-        return QueueStats(
-            port=str(data["port"]),
-            traffic_class=str(data["class"]),
-            queue_id=int(data["queue"]),
-            bytes=int(data["bytes"]),
-            packets=int(data["packets"]),
-            drops=int(data["drops"]),
-            overlimits=int(data["overlimits"]),
-            backlog_bytes=int(data["backlog_bytes"]),
-            backlog_packets=int(data["backlog_packets"]),
-            rate_bps=None if data.get("rate_bps") is None else float(data["rate_bps"]),
-            at=float(data["at"]),
-            min_bps=int(data.get("min_bps", 0)),
-            priority=int(data.get("priority", 0)),
-        )
-
-
-def _size(text: str) -> int:
-    unit = text[-1] if text[-1] in "KMG" else ""
-    number = text[:-1] if unit else text
-    return round(float(number) * _SIZE_UNITS[unit])
-
-
-def parse_htb_classes(text: str) -> dict[str, ClassCounters]:
-    """classid → counters, for every HTB class in ``tc -s class show dev X`` output."""
-    return {
-        match["classid"]: ClassCounters(
-            bytes=int(match["bytes"]),
-            packets=int(match["packets"]),
-            drops=int(match["drops"]),
-            overlimits=int(match["overlimits"]),
-            backlog_bytes=_size(match["backlog"]),
-            backlog_packets=int(match["backlog_packets"]),
-        )
-        for match in _CLASS.finditer(text)
-    }
 
 
 def queue_id_of(classid: str) -> int | None:

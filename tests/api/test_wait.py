@@ -232,11 +232,20 @@ def test_every_switch_leaving_during_the_wait_is_a_failure(
     policies: PolicyStore,
 ) -> None:
     report_switch(0xA)
-    timer = threading.Timer(0.1, switches.remove, args=(0xA,))
-    timer.start()
+
+    def leave_once_stored() -> None:
+        # After the write, not after a fixed delay: on a loaded machine the PUT may not have
+        # reached its wait 0.1 s later, and a switch gone before the write is another answer.
+        deadline = time.monotonic() + 5
+        while policies.active_version() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        switches.remove(0xA)
+
+    leaving = threading.Thread(target=leave_once_stored)
+    leaving.start()
     started = time.monotonic()
     response = client.put("/v1/policy", params={"wait": "applied", "timeout": 5}, json=document)
-    timer.join()
+    leaving.join()
     assert time.monotonic() - started < 2
     assert response.status_code == 409
     assert response.headers["etag"] == '"1"'
