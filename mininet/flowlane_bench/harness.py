@@ -311,7 +311,13 @@ def stack(
             str(ofp_port),
             "--metrics-port",
             str(metrics_port),
-            *(["--data-dir", str(data_dir)] if data_dir is not None else ["--ephemeral"]),
+            # A data directory outlives the stack, as ``make run``'s does: a restart keeps the
+            # policy stored through the API instead of putting the file back over it.
+            *(
+                ["--data-dir", str(data_dir), "--keep-stored-policy"]
+                if data_dir is not None
+                else ["--ephemeral"]
+            ),
         ],
         stdout=log,
         stderr=subprocess.STDOUT,
