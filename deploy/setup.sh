@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   openvswitch-switch   # the switch (userspace datapath here: no kernel module needed)
+  python3-openvswitch  # the controller's OVSDB client (ovs.db.idl), matching the switch's OVS
   mininet              # topologies; its Python package serves the venv via system site-packages
   redis-server         # policy store and bus of the REST API
   iperf3               # training traffic in scenarios

@@ -12,6 +12,8 @@ from typing import Annotated
 import typer
 from prometheus_client import start_http_server
 
+from controller.auth.redact import redact
+from controller.cli.credentials import REDIS_URL_FILE_ENV, redis_url_from_file
 from controller.cli.render import LogFormatOption, print_policy_error
 from controller.logs import LogFormat, setup_logging
 from controller.metrics import ControllerMetrics
@@ -19,7 +21,6 @@ from controller.openflow.tls import OfpTls
 from controller.policy.errors import PolicyError
 from controller.policy.load import load_policy_document, load_policy_file
 from controller.policy.model import Policy
-from controller.qos.ovsdb import Ovsdb
 
 LOG = logging.getLogger("flowlane.controller")
 
@@ -41,7 +42,11 @@ def controller(
         ),
     ] = None,
     ovsdb: Annotated[
-        str | None, typer.Option(help="OVSDB remote for queues (default: ovs-vsctl's)")
+        str | None,
+        typer.Option(
+            help="OVSDB remote for queues, e.g. tcp:127.0.0.1:6640"
+            " (default: unix:/var/run/openvswitch/db.sock)"
+        ),
     ] = None,
     qos: Annotated[bool, typer.Option(help="Provision port queues through OVSDB")] = True,
     audit_interval: Annotated[
@@ -55,6 +60,19 @@ def controller(
     ofp_ca: Annotated[
         Path | None,
         typer.Option(help="Accept only switches whose certificate this CA signed"),
+    ] = None,
+    ofp_bind_dpid: Annotated[
+        bool,
+        typer.Option(
+            help="With --ofp-tls-*: serve a switch only under the datapath id its certificate"
+            " names (dpid:<16 hex digits> in its CN or a SAN); others are refused"
+        ),
+    ] = False,
+    redis_url_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar=REDIS_URL_FILE_ENV, help="A file (0600) holding the Redis URL, password and all"
+        ),
     ] = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     log_format: LogFormatOption = LogFormat.text,
@@ -70,6 +88,16 @@ def controller(
     """
     setup_logging(log_level, log_format)
     tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
+    if ofp_bind_dpid and tls is None:
+        raise typer.BadParameter(
+            "--ofp-bind-dpid needs --ofp-tls-cert, --ofp-tls-key and --ofp-ca: over plain TCP"
+            " a switch presents no certificate to bind"
+        )
+    if redis_url_file is not None:
+        try:
+            redis_url = redis_url_from_file(redis_url_file)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc)) from None
     try:
         file_policy, document = load_policy_document(policy)
     except PolicyError as exc:
@@ -79,6 +107,7 @@ def controller(
     from controller.openflow.redis_link import RedisLink
     from controller.openflow.runner import run_controller
     from controller.openflow.settings import ActivePolicy, ControllerSettings
+    from controller.qos.ovsdb import Ovsdb  # the OVS Python IDL: python3-openvswitch
 
     metrics = ControllerMetrics()
     if metrics_port:
@@ -87,6 +116,7 @@ def controller(
     link = None
     active = ActivePolicy(file_policy)
     if redis_url:
+        LOG.info("following Redis at %s", redact(redis_url))
         link = RedisLink(redis_url, f"{socket.gethostname()}:{os.getpid()}", metrics=metrics)
         active = ActivePolicy(*link.bootstrap(file_policy, document))
     settings = ControllerSettings(
@@ -96,6 +126,7 @@ def controller(
         observers=[link] if link else [],
         audit_interval_s=audit_interval,
         manage_qos=qos,
+        bind_dpid=ofp_bind_dpid,
     )
 
     def reload_policy() -> Policy | None:

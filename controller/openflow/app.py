@@ -62,7 +62,6 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._raw_flow_stats = RawFlowStats()
         self._raw_flow_stats.install()
         self._inline = InlineReplies(self._replies, lambda dp: self._served(dp) is not None)
-        self._gc_lock = threading.Lock()
         self._stopping = threading.Event()
         self.fabric = FabricShell(settings, self._packet_out, self._request_sync)
         self._threads: list[threading.Thread] = []
@@ -76,8 +75,11 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         self._inline.attach()
         thread = super().start()
         self._spawn(self._audit_loop, "audit")
-        # Rows of ports deleted while no controller ran (or before a crash).
-        self._spawn(self._collect_qos_garbage, "qos-gc")
+        if self.settings.manage_qos:
+            # On connect (rows of ports deleted while no controller ran) and then whenever
+            # OVSDB says a Port, QoS or Queue row changed: no timer, no thread of ours.
+            self.settings.ovsdb.collect_garbage_on_change(self._qos_collected)
+            self.settings.ovsdb.watch_port_qos(self._port_qos_changed)
         self.fabric.start()
         return thread
 
@@ -96,6 +98,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         self._inline.detach()
+        self.settings.ovsdb.close()
         super().stop()
 
     def _spawn(self, target: Callable[[], None], name: str) -> None:
@@ -205,6 +208,8 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         if datapath.id is None:
             return
         if ev.state == MAIN_DISPATCHER:
+            if self.settings.bind_dpid and not self._certified(datapath):
+                return
             with self._workers_lock:
                 old = self._workers.get(datapath.id)
             if old is not None and old.channel.datapath is not datapath:
@@ -226,7 +231,6 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             self.fabric.switch_gone(datapath.id)
             for observer in self.settings.observers:
                 observer.switch_gone(datapath.id)
-            self._spawn(self._collect_qos_garbage, "qos-gc")
 
     def _serve(self, datapath: Any) -> None:
         worker = SwitchWorker(
@@ -278,6 +282,26 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             datapath.close()
             datapath.socket.close()
 
+    def _certified(self, datapath: Any) -> bool:
+        """Whether the switch's certificate names the datapath id it claims (--ofp-bind-dpid);
+        one that does not is refused, logged, counted and recorded as a switch-refused event,
+        before any of its messages is taken for that switch's."""
+        from controller.auth.certs import dpid_binding_error  # cryptography: only when bound
+
+        getpeercert = getattr(datapath.socket, "getpeercert", None)
+        cert = getpeercert(binary_form=True) if callable(getpeercert) else None
+        reason = dpid_binding_error(cert, datapath.id)
+        if reason is None:
+            return True
+        LOG.warning("refused a switch connection from %s: %s", _address(datapath), reason)
+        self.settings.metrics.refused_connections.labels(f"{datapath.id:016x}").inc()
+        for observer in self.settings.observers:
+            observer.switch_refused(datapath.id, _address(datapath), reason)
+        with contextlib.suppress(OSError):
+            datapath.close()
+            datapath.socket.close()
+        return False
+
     def _served(self, datapath: Any) -> SwitchWorker | None:
         """The worker of this very connection; None for a connection not (or no longer)
         served, whose messages are ignored, so a refused twin cannot answer our requests."""
@@ -301,8 +325,6 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             return
         deleted = msg.reason == ofproto.OFPPR_DELETE
         worker.port_status(port, deleted, f"port {port.name} {reason} {state}")
-        if deleted:
-            self._spawn(self._collect_qos_garbage, "qos-gc")
 
     @on_event(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def _packet_in(self, ev: Any) -> None:
@@ -325,18 +347,19 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
 
     # ---- queues of deleted ports ---------------------------------------------------
 
-    def _collect_qos_garbage(self) -> None:
-        """One collection at a time: ten switches leaving at once must not race to destroy
-        the same rows."""
-        if not self.settings.manage_qos:
-            return
-        try:
-            with self._gc_lock:
-                freed = self.settings.ovsdb.collect_garbage()
-        except OvsdbError as exc:
-            LOG.error("cannot clean up QoS rows of removed ports: %s", exc)
-            return
-        if freed:
+    def _port_qos_changed(self, ports: frozenset[str]) -> None:
+        """Ports whose QoS changed in OVSDB (on the OVSDB connection's thread): their switches'
+        workers check queues and tc filters now, not at the next audit."""
+        for worker in self._all_workers():
+            if any(port.name in ports for port in worker.ports or ()):
+                worker.queues_changed()
+
+    @staticmethod
+    def _qos_collected(freed: list[str], error: OvsdbError | None) -> None:
+        """After a collection the OVSDB connection ran on a change (on its own thread)."""
+        if error is not None:
+            LOG.error("cannot clean up QoS rows of removed ports: %s", error)
+        elif freed:
             LOG.info("removed QoS rows of deleted ports: %s", ", ".join(sorted(freed)))
 
 

@@ -40,3 +40,5 @@ class ControllerSettings:
     manage_qos: bool = True
     jobs: tuple[JobSpec, ...] = ()
     """Registered jobs (from Redis); planned above the policy's rules."""
+    bind_dpid: bool = False
+    """OpenFlow over TLS: serve a switch only under a datapath id its certificate names."""

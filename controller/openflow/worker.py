@@ -49,7 +49,7 @@ from controller.qos import tc
 from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.qos.plan import PortQos
 from controller.qos.provision import plan_ports, reconcile_bridge
-from controller.qos.telemetry import QueueStats, new_drops, parse_htb_classes, port_queues
+from controller.qos.telemetry import QueueStats, new_drops, port_queues
 
 LOG = logging.getLogger("flowlane.controller")
 
@@ -589,6 +589,11 @@ class SwitchWorker:
 
     # ---- queues (their own thread) -------------------------------------------------------
 
+    def queues_changed(self) -> None:
+        """OVSDB says a port of this switch changed QoS (our write or anyone's): OVS drops
+        the port's tc filters with its old qdisc, so check queues and filters now."""
+        self._want_qos()
+
     def _want_qos(self) -> None:
         with self._qos_cond:
             self._qos_wanted = True
@@ -603,6 +608,7 @@ class SwitchWorker:
                         break
                     self._qos_cond.wait(delay)
                 if self._stopping:
+                    tc.close()  # this thread's netlink socket: tc calls all run on it
                     return
                 wanted, self._qos_wanted = self._qos_wanted, False
             if not wanted:
@@ -685,14 +691,14 @@ class SwitchWorker:
         queues: list[QueueStats] = []
         for port in sorted(plans):
             try:
-                text = tc.class_stats(port)
+                classes = tc.class_stats(port)
             except tc.TcError as exc:
                 LOG.debug("switch %s: no queue telemetry for %s: %s", self.tag, port, exc)
                 continue
             queues += port_queues(
-                port, parse_htb_classes(text), plans[port].queues, self._queue_stats, now
+                port, tc.counters_of(classes), plans[port].queues, self._queue_stats, now
             )
-            if tc.root_burst_short(text, plans[port].burst_bytes):
+            if tc.root_burst_short(classes, plans[port].burst_bytes):
                 self._want_qos()  # OVS reconfigured the port: its root class lost its burst
         dropped = new_drops(queues, self._queue_stats)
         started = [(q, n) for q, n in dropped if (q.port, q.traffic_class) not in self._dropping]

@@ -1,29 +1,58 @@
-"""Port queues through OVSDB, using ``ovs-vsctl`` as the OVSDB client.
+"""Port queues through OVSDB: what flowlane reads and writes there, and the client that does.
 
-``ovs-vsctl`` runs each call as one OVSDB transaction and, by default, waits
-until ovs-vswitchd has applied it, so when a call returns the port's HTB
-qdisc exists and tc filters can go on it.  Every QoS and Queue row flowlane
-creates carries ``external_ids:flowlane-port=<port>``: QoS and Queue are root
-tables, so rows nobody references stay forever unless their owner removes
-them.
+The rows are values here (``Replica``) and every decision — what a port's
+QoS is, what to create for a plan, which rows are garbage — is a pure
+function of them.  ``Ovsdb`` is the thin shell: it runs those functions on
+the replica of the process's one OVSDB connection (``controller.qos.idl``)
+and turns their answers into IDL transactions.
+
+Every QoS and Queue row flowlane creates carries
+``external_ids:flowlane-port=<port>``: QoS and Queue are root tables, so rows
+nobody references stay forever unless their owner removes them.  The
+controller removes them when a change event shows them unreferenced
+(``collect_garbage_on_change``), not on a timer.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-from collections.abc import Iterable, Sequence
+import logging
+import uuid
+import weakref
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
+from controller.qos.idl import IdlActor, IdlError, default_remote, vswitch_schema
 from controller.qos.plan import PortQos
 
-OWNER_KEY = "flowlane-port"
-DEFAULT_TIMEOUT_S = 10
+LOG = logging.getLogger("flowlane.qos")
 
+OWNER_KEY = "flowlane-port"
+CLASS_KEY = "flowlane-class"
+DEFAULT_TIMEOUT_S = 10
 
 DEFAULT_REVALIDATION_MS = 500
 """ovs-vswitchd's ``max-revalidator`` when ``other_config`` does not set it."""
+
+COLUMNS: dict[str, list[str]] = {
+    # next_cfg/cur_cfg: wait until ovs-vswitchd applied a write; other_config: max-revalidator.
+    "Open_vSwitch": ["next_cfg", "cur_cfg", "other_config"],
+    "Bridge": ["name", "datapath_id", "datapath_type", "flow_tables"],
+    "Port": ["name", "qos"],
+    # Only the name: a port's interface coming and going is a change event, nothing more.
+    "Interface": ["name"],
+    "QoS": ["type", "other_config", "external_ids", "queues"],
+    "Queue": ["other_config", "external_ids"],
+    "Flow_Table": ["name", "flow_limit", "overflow_policy"],
+}
+"""The monitored tables and columns: the replica holds these and nothing else."""
+
+QOS_TABLES = frozenset({"Port", "QoS", "Queue"})
+"""A change to one of these can change a port's QoS, or leave a flowlane row unreferenced."""
+
+T = TypeVar("T")
 
 
 class OvsdbError(RuntimeError):
@@ -75,17 +104,59 @@ class PortQosState:
         return self.owned and self.rate_bps == plan.rate_bps and self.queues == wanted
 
 
-def _cell(value: Any) -> Any:
-    """Decode one OVSDB JSON cell (``["uuid", x]``, ``["map", ...]``, ``["set", ...]``)."""
-    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], str):
-        kind, payload = value
-        if kind == "map":
-            return {_cell(k): _cell(v) for k, v in payload}
-        if kind == "set":
-            return [_cell(v) for v in payload]
-        if kind in ("uuid", "named-uuid"):
-            return payload
-    return value
+# ---- the rows, as values -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QosRow:
+    uuid: str
+    external_ids: Mapping[str, str]
+    other_config: Mapping[str, str]
+    queues: Mapping[int, str]
+    """Queue number -> Queue row uuid."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRow:
+    uuid: str
+    external_ids: Mapping[str, str]
+    other_config: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class Replica:
+    """The Port, QoS and Queue rows that matter for queues, as values."""
+
+    port_qos: Mapping[str, str | None]
+    """Port name -> its QoS row's uuid (None: no QoS)."""
+    qos: Mapping[str, QosRow]
+    queues: Mapping[str, QueueRow]
+
+
+@dataclass(frozen=True, slots=True)
+class NewQueue:
+    queue_id: int
+    other_config: Mapping[str, str]
+    external_ids: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class NewQos:
+    """The rows that give one port its planned QoS."""
+
+    port_name: str
+    other_config: Mapping[str, str]
+    external_ids: Mapping[str, str]
+    queues: tuple[NewQueue, ...]
+    type: str = "linux-htb"
+
+
+@dataclass(frozen=True, slots=True)
+class Garbage:
+    qos: tuple[str, ...]
+    queues: tuple[str, ...]
+    ports: tuple[str, ...]
+    """The ports the freed QoS rows were for (for the log)."""
 
 
 def _int(text: object) -> int | None:
@@ -95,205 +166,404 @@ def _int(text: object) -> int | None:
         return None
 
 
-class Ovsdb:
-    """The few OVSDB operations the controller needs, each one transaction."""
-
-    def __init__(self, db: str | None = None, timeout_s: int = DEFAULT_TIMEOUT_S) -> None:
-        self._base = ["ovs-vsctl", f"--timeout={timeout_s}"]
-        if db:
-            self._base.append(f"--db={db}")
-        self._timeout_s = timeout_s
-
-    def _run(self, args: Sequence[str], ports: Sequence[str] = ()) -> str:
-        try:
-            done = subprocess.run(
-                [*self._base, *args],
-                capture_output=True,
-                text=True,
-                timeout=self._timeout_s + 5,
-                check=False,
+def port_states(replica: Replica, port_names: Iterable[str]) -> dict[str, PortQosState]:
+    """Current QoS of the named ports (a port absent from OVSDB is absent here)."""
+    states: dict[str, PortQosState] = {}
+    for name in port_names:
+        if name not in replica.port_qos:
+            continue
+        qos_uuid = replica.port_qos[name]
+        qos = replica.qos.get(qos_uuid) if qos_uuid else None
+        if qos is None:
+            states[name] = PortQosState(name, None, False, None, {}, ())
+            continue
+        queues = {}
+        for queue_id, queue_uuid in qos.queues.items():
+            row = replica.queues.get(queue_uuid)
+            config = row.other_config if row else {}
+            queues[queue_id] = QueueState(
+                _int(config.get("min-rate")) or 0,
+                _int(config.get("max-rate")) or 0,
+                _int(config.get("priority")) or 0,
+                _int(config.get("burst")) or 0,
             )
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise OvsdbError(ports, str(exc)) from exc
-        if done.returncode != 0:
-            raise OvsdbError(ports, done.stderr.strip() or f"exit code {done.returncode}")
-        return done.stdout
+        states[name] = PortQosState(
+            name,
+            qos.uuid,
+            qos.external_ids.get(OWNER_KEY) == name,
+            _int(qos.other_config["max-rate"]) if "max-rate" in qos.other_config else None,
+            queues,
+            tuple(qos.queues.values()),
+        )
+    return states
 
-    def _table(self, table: str, columns: str, ports: Sequence[str] = ()) -> list[dict[str, Any]]:
-        text = self._run(["--format=json", f"--columns={columns}", "list", table], ports)
-        document = json.loads(text)
-        headings: list[str] = document["headings"]
-        return [
-            {heading: _cell(cell) for heading, cell in zip(headings, row, strict=True)}
-            for row in document["data"]
-        ]
+
+def new_qos(plan: PortQos) -> NewQos:
+    """The QoS and Queue rows that carry ``plan``."""
+    owner = {OWNER_KEY: plan.port_name}
+    burst = str(plan.burst_bytes * 8)  # bits, and the HTB class's cburst too (see plan)
+    queues = tuple(
+        NewQueue(
+            queue.queue_id,
+            {
+                "min-rate": str(queue.min_bps),
+                "max-rate": str(queue.max_bps),
+                "priority": str(queue.priority),
+                "burst": burst,
+            },
+            {**owner, CLASS_KEY: queue.class_name},
+        )
+        for queue in plan.queues
+    )
+    return NewQos(plan.port_name, {"max-rate": str(plan.rate_bps)}, owner, queues)
+
+
+def changed_ports(
+    before: Mapping[str, PortQosState], after: Mapping[str, PortQosState]
+) -> frozenset[str]:
+    """Ports whose QoS differs between two readings (other rows, other contents), or that
+    came or went."""
+    return frozenset(
+        name for name in before.keys() | after.keys() if before.get(name) != after.get(name)
+    )
+
+
+def replaced_rows(state: PortQosState | None) -> tuple[str, ...]:
+    """The QoS and Queue rows to destroy with a port's old QoS: only flowlane's own."""
+    if state is None or state.qos_uuid is None or not state.owned:
+        return ()
+    return (state.qos_uuid, *state.queue_uuids)
+
+
+def shrinking(plans: Iterable[PortQos], current: Mapping[str, PortQosState]) -> list[str]:
+    """Ports that lose a queue: OVS (3.1) leaves the dropped queue's HTB class in the kernel
+    when a replacement QoS lacks it, so these have their QoS cleared first, which makes OVS
+    rebuild the qdisc from scratch."""
+    return [
+        plan.port_name
+        for plan in plans
+        if plan.port_name in current
+        and current[plan.port_name].queues.keys() - {q.queue_id for q in plan.queues}
+    ]
+
+
+def garbage(replica: Replica) -> Garbage:
+    """flowlane's QoS rows no port references, and its Queue rows no kept QoS references
+    (ports deleted under us, or a controller that died between writes)."""
+    referenced = {uuid for uuid in replica.port_qos.values() if uuid}
+    qos_freed: list[str] = []
+    ports: list[str] = []
+    kept_queues: set[str] = set()
+    for row in replica.qos.values():
+        if row.uuid in referenced or OWNER_KEY not in row.external_ids:
+            kept_queues.update(row.queues.values())
+            continue
+        qos_freed.append(row.uuid)
+        ports.append(row.external_ids[OWNER_KEY])
+    queues = [
+        row.uuid
+        for row in replica.queues.values()
+        if OWNER_KEY in row.external_ids and row.uuid not in kept_queues
+    ]
+    return Garbage(tuple(sorted(qos_freed)), tuple(sorted(queues)), tuple(sorted(ports)))
+
+
+def revalidation_s(other_config: Mapping[str, str]) -> float:
+    """How often ovs-vswitchd refreshes flow counters: it does so when it revalidates its
+    datapath flows, at most every ``other_config:max-revalidator`` ms (500 unset)."""
+    milliseconds = _int(other_config.get("max-revalidator", ""))
+    return (milliseconds if milliseconds is not None else DEFAULT_REVALIDATION_MS) / 1000
+
+
+def bridge_of(name: str, datapath_id: Sequence[str], datapath_type: str) -> Bridge | None:
+    """A Bridge row as flowlane uses it; None until ovs-vswitchd has given it a datapath id."""
+    if not datapath_id or not datapath_id[0]:
+        return None
+    return Bridge(name, int(datapath_id[0], 16), datapath_type or "system")
+
+
+# ---- the shell: IDL rows in, transactions out (runs on the connection's thread) ------
+
+
+def _replica(idl: Any) -> Replica:
+    tables = idl.tables
+    return Replica(
+        port_qos={
+            row.name: str(row.qos[0].uuid) if row.qos else None
+            for row in tables["Port"].rows.values()
+        },
+        qos={
+            str(row.uuid): QosRow(
+                str(row.uuid),
+                dict(row.external_ids),
+                dict(row.other_config),
+                {int(key): str(queue.uuid) for key, queue in row.queues.items()},
+            )
+            for row in tables["QoS"].rows.values()
+        },
+        queues={
+            str(row.uuid): QueueRow(str(row.uuid), dict(row.external_ids), dict(row.other_config))
+            for row in tables["Queue"].rows.values()
+        },
+    )
+
+
+def _row(idl: Any, table: str, row_uuid: str) -> Any:
+    return idl.tables[table].rows.get(uuid.UUID(row_uuid))
+
+
+def _port_row(idl: Any, name: str) -> Any:
+    return next((row for row in idl.tables["Port"].rows.values() if row.name == name), None)
+
+
+def _bridge_row(idl: Any, name: str) -> Any:
+    return next((row for row in idl.tables["Bridge"].rows.values() if row.name == name), None)
+
+
+def _destroy(idl: Any, row_uuids: Iterable[str]) -> None:
+    for row_uuid in row_uuids:
+        for table in ("QoS", "Queue"):
+            row = _row(idl, table, row_uuid)
+            if row is not None:
+                row.delete()
+
+
+def _write_qos(idl: Any, txn: Any, rows: NewQos) -> Any:
+    queues = {}
+    for spec in rows.queues:
+        queue = txn.insert(idl.tables["Queue"])
+        queue.other_config = dict(spec.other_config)
+        queue.external_ids = dict(spec.external_ids)
+        queues[spec.queue_id] = queue
+    qos = txn.insert(idl.tables["QoS"])
+    qos.type = rows.type
+    qos.other_config = dict(rows.other_config)
+    qos.external_ids = dict(rows.external_ids)
+    qos.queues = queues
+    return qos
+
+
+def _apply_txn(plans: Sequence[PortQos]) -> Callable[[Any, Any], None]:
+    def build(idl: Any, txn: Any) -> None:
+        current = port_states(_replica(idl), [plan.port_name for plan in plans])
+        for plan in plans:
+            port = _port_row(idl, plan.port_name)
+            if port is None:
+                raise OvsdbError([plan.port_name], f"no port named {plan.port_name}")
+            # The port's QoS as this transaction read it: OVSDB says "try again" when
+            # another client changed it meanwhile, and the IDL rebuilds from fresh rows.
+            port.verify("qos")
+            port.qos = [_write_qos(idl, txn, new_qos(plan))]
+            _destroy(idl, replaced_rows(current.get(plan.port_name)))
+
+    return build
+
+
+def _clear_txn(port_names: Sequence[str]) -> Callable[[Any, Any], None]:
+    def build(idl: Any, txn: Any) -> None:
+        current = port_states(_replica(idl), port_names)
+        for name in port_names:
+            state = current.get(name)
+            if state is None or state.qos_uuid is None:
+                continue
+            port = _port_row(idl, name)
+            port.verify("qos")
+            port.qos = []
+            _destroy(idl, replaced_rows(state))
+
+    return build
+
+
+def _garbage_txn(idl: Any, txn: Any) -> list[str]:
+    found = garbage(_replica(idl))
+    # A row another collector (the harness, a second controller) destroyed meanwhile is
+    # deleted by uuid and matches nothing: that does not fail the transaction.
+    _destroy(idl, (*found.qos, *found.queues))
+    return list(found.ports)
+
+
+def _bridges(idl: Any) -> list[Bridge]:
+    found = []
+    for row in idl.tables["Bridge"].rows.values():
+        bridge = bridge_of(row.name, row.datapath_id, row.datapath_type)
+        if bridge is not None:
+            found.append(bridge)
+    return found
+
+
+def _flow_table_limit(bridge: str, table_id: int) -> Callable[[Any], int | None]:
+    def read(idl: Any) -> int | None:
+        row = _bridge_row(idl, bridge)
+        table = row.flow_tables.get(table_id) if row is not None else None
+        return int(table.flow_limit[0]) if table is not None and table.flow_limit else None
+
+    return read
+
+
+def _limit_txn(bridge: str, table_id: int, limit: int) -> Callable[[Any, Any], bool]:
+    def build(idl: Any, txn: Any) -> bool:
+        if _flow_table_limit(bridge, table_id)(idl) == limit:
+            return False
+        row = _bridge_row(idl, bridge)
+        if row is None:
+            raise OvsdbError([bridge], f"no bridge named {bridge}")
+        table = txn.insert(idl.tables["Flow_Table"])
+        table.flow_limit = [limit]
+        table.overflow_policy = ["evict"]
+        table.name = ["flowlane-count"]
+        row.verify("flow_tables")
+        row.flow_tables = {**row.flow_tables, table_id: table}
+        return True
+
+    return build
+
+
+class Ovsdb:
+    """The OVSDB operations the controller needs, each one transaction on one connection.
+
+    Methods may be called from any thread; they block until the connection's
+    thread has answered.  The connection opens on first use and closes with
+    ``close`` (or when the object is collected), so a short-lived client
+    (a test, the harness) leaves nothing behind.
+    """
+
+    def __init__(self, db: str | None = None, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.remote = db or default_remote()
+        self._timeout_s = timeout_s
+        self._actor = IdlActor(self.remote, COLUMNS, vswitch_schema())
+        weakref.finalize(self, self._actor.close, 0.0)
+
+    def __enter__(self) -> Ovsdb:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._actor.close()
+
+    def _wait(self, future: Future[T], ports: Sequence[str]) -> T:
+        try:
+            # The connection enforces the timeout itself; the margin only guards
+            # against its thread being gone.
+            return future.result(timeout=self._timeout_s + 5)
+        except IdlError as exc:
+            raise OvsdbError(ports, str(exc)) from exc
+        except FutureTimeout as exc:
+            raise OvsdbError(ports, f"no answer from OVSDB at {self.remote}") from exc
+
+    def _read(self, read: Callable[[Any], T], ports: Sequence[str] = ()) -> T:
+        return self._wait(self._actor.submit_read(read, self._timeout_s), ports)
+
+    def _write(
+        self,
+        build: Callable[[Any, Any], T],
+        ports: Sequence[str] = (),
+        wait_applied: bool = False,
+    ) -> T:
+        future = self._actor.submit_write(build, self._timeout_s, wait_applied)
+        return self._wait(future, ports)
 
     def bridges(self) -> list[Bridge]:
-        rows = self._table("bridge", "name,datapath_id,datapath_type")
-        found = []
-        for row in rows:
-            dpid = row["datapath_id"]
-            if isinstance(dpid, str) and dpid:
-                found.append(Bridge(row["name"], int(dpid, 16), row["datapath_type"] or "system"))
-        return found
+        return self._read(_bridges)
 
     def bridge_for(self, datapath_id: int) -> Bridge | None:
         return next((b for b in self.bridges() if b.datapath_id == datapath_id), None)
 
     def port_qos(self, port_names: Iterable[str]) -> dict[str, PortQosState]:
         """Current QoS of the named ports (a port absent from OVSDB is absent here)."""
-        names = set(port_names)
-        ports = [p for p in self._table("port", "name,qos", list(names)) if p["name"] in names]
-        qos_rows = {
-            q["_uuid"]: q for q in self._table("qos", "_uuid,external_ids,other_config,queues")
-        }
-        queue_rows = {q["_uuid"]: q for q in self._table("queue", "_uuid,other_config")}
-        states: dict[str, PortQosState] = {}
-        for port in ports:
-            qos_uuid = port["qos"] if isinstance(port["qos"], str) else None
-            qos = qos_rows.get(qos_uuid) if qos_uuid else None
-            if qos is None:
-                states[port["name"]] = PortQosState(port["name"], None, False, None, {}, ())
-                continue
-            queue_map: dict[int, str] = qos["queues"] if isinstance(qos["queues"], dict) else {}
-            queues = {}
-            for queue_id, uuid in queue_map.items():
-                config = queue_rows.get(uuid, {}).get("other_config", {})
-                queues[int(queue_id)] = QueueState(
-                    _int(config.get("min-rate")) or 0,
-                    _int(config.get("max-rate")) or 0,
-                    _int(config.get("priority")) or 0,
-                    _int(config.get("burst")) or 0,
-                )
-            owner = qos["external_ids"] if isinstance(qos["external_ids"], dict) else {}
-            states[port["name"]] = PortQosState(
-                port["name"],
-                qos_uuid,
-                owner.get(OWNER_KEY) == port["name"],
-                _int(qos["other_config"].get("max-rate")) if qos["other_config"] else None,
-                queues,
-                tuple(queue_map.values()),
-            )
-        return states
+        names = list(port_names)
+        return self._read(lambda idl: port_states(_replica(idl), names), names)
 
     def apply(self, plans: Sequence[PortQos], current: dict[str, PortQosState]) -> None:
-        """Give each planned port a fresh QoS and drop the rows it replaces, in one transaction.
-
-        OVS leaves the HTB class of a queue that a replacement QoS no longer
-        has in the kernel (seen with OVS 3.1), so a port that loses queues has
-        its QoS cleared first, which makes OVS rebuild the qdisc from scratch.
-        """
+        """Give each planned port a fresh QoS and drop the rows it replaces, in one transaction
+        that returns once ovs-vswitchd has applied it (the HTB qdisc exists: tc filters can
+        go on it)."""
         if not plans:
             return
-        shrinking = [
-            plan.port_name
-            for plan in plans
-            if plan.port_name in current
-            and current[plan.port_name].queues.keys() - {q.queue_id for q in plan.queues}
-        ]
-        if shrinking:
-            self.clear(shrinking)
-            current = {name: state for name, state in current.items() if name not in shrinking}
-        args: list[str] = []
-        for index, plan in enumerate(plans):
-            qos_id = f"@qos{index}"
-            queue_refs = []
-            for queue in plan.queues:
-                queue_id = f"@q{index}_{queue.queue_id}"
-                queue_refs.append(f"{queue.queue_id}={queue_id}")
-                args += [
-                    "--",
-                    f"--id={queue_id}",
-                    "create",
-                    "queue",
-                    f"other-config:min-rate={queue.min_bps}",
-                    f"other-config:max-rate={queue.max_bps}",
-                    f"other-config:priority={queue.priority}",
-                    # Bits, and the HTB class's cburst too (see plan.htb_burst_bytes).
-                    f"other-config:burst={plan.burst_bytes * 8}",
-                    f"external-ids:{OWNER_KEY}={plan.port_name}",
-                    f"external-ids:flowlane-class={queue.class_name}",
-                ]
-            args += [
-                "--",
-                f"--id={qos_id}",
-                "create",
-                "qos",
-                "type=linux-htb",
-                f"other-config:max-rate={plan.rate_bps}",
-                f"external-ids:{OWNER_KEY}={plan.port_name}",
-                *(f"queues:{ref}" for ref in queue_refs),
-                "--",
-                "set",
-                "port",
-                plan.port_name,
-                f"qos={qos_id}",
-            ]
-            args += self._destroy_args(current.get(plan.port_name))
-        self._run(args, [plan.port_name for plan in plans])
-
-    @staticmethod
-    def _destroy_args(state: PortQosState | None) -> list[str]:
-        if state is None or state.qos_uuid is None or not state.owned:
-            return []
-        args = ["--", "destroy", "qos", state.qos_uuid]
-        for uuid in state.queue_uuids:
-            args += ["--", "destroy", "queue", uuid]
-        return args
+        clear_first = shrinking(plans, current)
+        if clear_first:
+            self.clear(clear_first)
+        self._write(_apply_txn(plans), [plan.port_name for plan in plans], wait_applied=True)
 
     def clear(self, port_names: Sequence[str]) -> None:
         """Remove QoS from ports (destroying the rows when they are flowlane's)."""
-        current = self.port_qos(port_names)
-        args: list[str] = []
-        for name in port_names:
-            state = current.get(name)
-            if state and state.qos_uuid:
-                args += ["--", "clear", "port", name, "qos", *self._destroy_args(state)]
-        if args:
-            self._run(args, port_names)
+        self._write(_clear_txn(list(port_names)), port_names, wait_applied=True)
 
     def collect_garbage(self) -> list[str]:
-        """Destroy flowlane QoS/Queue rows no port references (ports deleted under us)."""
-        referenced = {p["qos"] for p in self._table("port", "qos") if isinstance(p["qos"], str)}
-        args: list[str] = []
-        freed: list[str] = []
-        qos_queues: set[str] = set()
-        for qos in self._table("qos", "_uuid,external_ids,queues"):
-            owner = qos["external_ids"] if isinstance(qos["external_ids"], dict) else {}
-            queues = qos["queues"] if isinstance(qos["queues"], dict) else {}
-            if qos["_uuid"] in referenced:
-                qos_queues.update(queues.values())
-                continue
-            if OWNER_KEY in owner:
-                freed.append(owner[OWNER_KEY])
-                # --if-exists: another collector (the harness, a second controller) may have
-                # destroyed it since the read, and that must not fail this transaction.
-                args += ["--", "--if-exists", "destroy", "qos", qos["_uuid"]]
-        for queue in self._table("queue", "_uuid,external_ids"):
-            owner = queue["external_ids"] if isinstance(queue["external_ids"], dict) else {}
-            if OWNER_KEY in owner and queue["_uuid"] not in qos_queues:
-                args += ["--", "--if-exists", "destroy", "queue", queue["_uuid"]]
-        if args:
-            self._run(args, freed)
-        return freed
+        """Destroy flowlane QoS/Queue rows no port references now; the ports they were for."""
+        return self._write(_garbage_txn)
+
+    def collect_garbage_on_change(
+        self, on_done: Callable[[list[str], OvsdbError | None], None]
+    ) -> None:
+        """Collect garbage whenever a Port, QoS or Queue row changes (and once on connect),
+        calling ``on_done(freed ports, error)`` after each collection that freed or failed.
+
+        Runs on the connection's thread: a change queues one collection (more changes
+        meanwhile are covered by it, as it reads the rows when it runs)."""
+        queued = False  # only the connection's thread reads or writes it
+        # Not ``self``: the subscription must not keep this object (whose collection closes
+        # the connection) alive.
+        actor, timeout_s = self._actor, self._timeout_s
+
+        def done(future: Future[list[str]]) -> None:
+            nonlocal queued
+            queued = False
+            try:
+                freed = future.result()
+            except IdlError as exc:
+                on_done([], OvsdbError([], str(exc)))
+                return
+            except OvsdbError as exc:
+                on_done([], exc)
+                return
+            if freed:
+                on_done(freed, None)
+
+        def changed(_idl: Any, _tables: frozenset[str]) -> None:
+            nonlocal queued
+            if queued:
+                return
+            queued = True
+            actor.submit_write(_garbage_txn, timeout_s).add_done_callback(done)
+
+        actor.subscribe(QOS_TABLES, changed)
+
+    def watch_port_qos(self, on_change: Callable[[frozenset[str]], None]) -> None:
+        """Call ``on_change(port names)`` whenever the QoS of ports changes in OVSDB (anyone's
+        write, this process's included) or ports come or go, on the connection's thread
+        (``on_change`` must not block on this client).
+
+        OVS re-creates a port's HTB qdisc when its QoS changes, dropping the tc filters
+        the userspace datapath needs: this is how the owner of a port hears of it at once.
+        """
+        last: dict[str, PortQosState] | None = None  # the connection's thread's alone
+
+        def changed(idl: Any, _tables: frozenset[str]) -> None:
+            nonlocal last
+            replica = _replica(idl)
+            now = port_states(replica, replica.port_qos)
+            before, last = last, now
+            if before is None:  # the first reading is the baseline, not a change
+                return
+            ports = changed_ports(before, now)
+            if ports:
+                on_change(ports)
+
+        self._actor.subscribe(QOS_TABLES, changed)
 
     def revalidation_s(self) -> float:
-        """How often ovs-vswitchd refreshes flow counters: it does so when it revalidates
-        its datapath flows, at most every ``other_config:max-revalidator`` ms (500 unset)."""
-        text = self._run(
-            ["--if-exists", "get", "Open_vSwitch", ".", "other_config:max-revalidator"]
-        )
-        milliseconds = _int(text.strip().strip('"'))
-        return (milliseconds if milliseconds is not None else DEFAULT_REVALIDATION_MS) / 1000
+        """How often ovs-vswitchd refreshes flow counters (``max-revalidator``, 0.5 s unset)."""
+
+        def read(idl: Any) -> float:
+            rows = list(idl.tables["Open_vSwitch"].rows.values())
+            return revalidation_s(dict(rows[0].other_config) if rows else {})
+
+        return self._read(read)
 
     def flow_table_limit(self, bridge: str, table_id: int) -> int | None:
-        for row in self._table("bridge", "name,flow_tables"):
-            if row["name"] == bridge and isinstance(row["flow_tables"], dict):
-                uuid = row["flow_tables"].get(table_id)
-                for table in self._table("flow_table", "_uuid,flow_limit"):
-                    if uuid and table["_uuid"] == uuid and isinstance(table["flow_limit"], int):
-                        return int(table["flow_limit"])
-        return None
+        return self._read(_flow_table_limit(bridge, table_id), [bridge])
 
     def limit_flow_table(self, bridge: str, table_id: int, limit: int) -> bool:
         """Cap an OpenFlow table (the counting table), OVS evicting the oldest entries.
@@ -302,23 +572,4 @@ class Ovsdb:
         bound; with eviction a full table drops counting entries, never
         forwarding ones.  True when the limit was (re)written.
         """
-        if self.flow_table_limit(bridge, table_id) == limit:
-            return False
-        self._run(
-            [
-                "--",
-                "--id=@table",
-                "create",
-                "flow_table",
-                f"flow_limit={limit}",
-                "overflow_policy=evict",
-                "name=flowlane-count",
-                "--",
-                "set",
-                "bridge",
-                bridge,
-                f"flow_tables:{table_id}=@table",
-            ],
-            [bridge],
-        )
-        return True
+        return self._write(_limit_txn(bridge, table_id, limit), [bridge])

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import subprocess
 import urllib.request
 from pathlib import Path
 
-import harness
 import pytest
-from ovs_bridge import OvsBridge, owned_qos_ports, sh
+from flowlane_bench import harness
 
 from controller.policy.load import load_policy_file
-from controller.qos.tc import htb_bursts
+from controller.qos.tc import class_stats, htb_bursts
+from tests.support.ovs_bridge import OvsBridge, owned_qos_ports, sh
 
 pytestmark = pytest.mark.ovs
 
@@ -112,7 +111,7 @@ def test_connect_installs_the_whole_plan_queues_and_filters(
             10,
         )
         for port, burst in ((bridge.ports[1], 250_000), (bridge.ports[0], 12_500)):
-            bursts = htb_bursts(tc_classes(port))  # tc prints them back from ticks, rounded
+            bursts = htb_bursts(class_stats(port))  # netlink: kept as ticks, read back
             assert all(abs(b - burst) <= burst // 100 for b in bursts.values()), bursts
         # inference: HTB prio 0, 20 % of 50 Mbit guaranteed
         assert "class htb 1:1 parent 1:fffe prio 0 rate 10Mbit ceil 50Mbit" in tc_classes(
@@ -188,6 +187,24 @@ def test_audit_repairs_flows_and_filters_removed_behind_its_back(
         harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=15)
 
 
+def test_a_qos_change_behind_its_back_is_repaired_on_the_ovsdb_event(
+    bridge: OvsBridge, tmp_path: Path
+) -> None:
+    """OVSDB tells the controller a port's QoS changed (OVS dropped its qdisc and tc filters
+    with it): queues and filters come back at once, with no audit due for an hour."""
+    policy_file = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
+    log = tmp_path / "ctl.log"
+    with harness.controller(policy_file, log, bridge.ofp_port, audit_interval_s=3600) as ctl:
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports)
+        port = bridge.ports[1]
+        seen = len(ctl.log())
+        sh("ovs-vsctl", "clear", "port", port, "qos")
+        repair = f"queues set on {port}; tc filters set on {port}"
+        harness.wait_for("the repair", lambda: repair in ctl.log()[seen:], 5)
+        harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=5)
+        assert ctl.problems() == []
+
+
 def test_sighup_applies_a_valid_file_and_keeps_the_policy_on_an_invalid_one(
     bridge: OvsBridge, tmp_path: Path
 ) -> None:
@@ -208,33 +225,28 @@ def test_sighup_applies_a_valid_file_and_keeps_the_policy_on_an_invalid_one(
 def test_ovsdb_failure_is_logged_with_the_port_and_retried(
     bridge: OvsBridge, tmp_path: Path
 ) -> None:
-    """A failing OVSDB write for one port: logged by name, others provisioned, retried later."""
+    """A failing OVSDB write for one port: logged by name, others provisioned, retried later.
+
+    The fault is a real one: the failing port holds a QoS row marked as flowlane's that the
+    bridge's own port (which flowlane does not provision) shares, so the transaction that
+    replaces it, destroying the old row, breaks OVSDB's referential integrity.
+    """
     failing = bridge.ports[0]
-    marker = tmp_path / "fail-ovsdb"
-    marker.touch()
-    wrapper_dir = tmp_path / "bin"
-    wrapper_dir.mkdir()
-    real = subprocess.run(["which", "ovs-vsctl"], capture_output=True, text=True).stdout.strip()
-    wrapper = wrapper_dir / "ovs-vsctl"
-    wrapper.write_text(
-        "#!/bin/sh\n"
-        f'if [ -e {marker} ] && echo "$*" | grep -q "set port {failing} "; then\n'
-        '  echo "ovs-vsctl: transaction error: injected fault" >&2; exit 1\nfi\n'
-        f'exec {real} "$@"\n'
-    )
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    env = {**os.environ, "PATH": f"{wrapper_dir}:{os.environ['PATH']}"}
+    sh("ovs-vsctl", "--", "--id=@q", "create", "qos", "type=linux-htb",
+       f"external-ids:flowlane-port={failing}", "--", "set", "port", failing, "qos=@q",
+       "--", "set", "port", bridge.name, "qos=@q")  # fmt: skip
     policy_file = write_policy(tmp_path, "a.yaml", POLICY_A, bridge)
-    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port, env=env) as ctl:
+    with harness.controller(policy_file, tmp_path / "ctl.log", bridge.ofp_port) as ctl:
         harness.wait_for(
             "the failure to be logged",
             lambda: f"port {failing}: QoS not applied" in ctl.log(),
             30,
         )
+        assert "referential integrity violation" in ctl.log()
         healthy = bridge.ports[1]
         harness.wait_in_sync(bridge.name, ctl.policy, [healthy])
         assert ctl.process.poll() is None, "controller died on an OVSDB failure"
-        marker.unlink()
+        sh("ovs-vsctl", "clear", "port", bridge.name, "qos")  # the fault goes
         harness.wait_in_sync(bridge.name, ctl.policy, bridge.ports, timeout_s=20)
 
 
