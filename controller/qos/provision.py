@@ -32,6 +32,14 @@ class QosOutcome:
     def ok(self) -> bool:
         return not self.failed
 
+    def tc_failed(self, port_name: str, exc: tc.TcError) -> None:
+        """Record a tc error on a port: a device already gone (the port is being deleted)
+        counts as vanished, not failed, as it does for OVSDB; anything else is a failure."""
+        if exc.missing_device:
+            self.vanished.append(port_name)
+        else:
+            self.failed[port_name] = str(exc)
+
 
 def plan_ports(policy: Policy, link_bps: Mapping[str, int | None]) -> dict[str, PortQos]:
     return {name: plan_port_qos(policy, name, speed) for name, speed in link_bps.items()}
@@ -84,10 +92,7 @@ def _ensure_filters(plan: PortQos, outcome: QosOutcome) -> None:
         if tc.ensure(plan.port_name, tc_filters(plan)):
             outcome.filtered_ports.append(plan.port_name)
     except tc.TcError as exc:
-        if exc.missing_device:
-            outcome.vanished.append(plan.port_name)
-        else:
-            outcome.failed[plan.port_name] = str(exc)
+        outcome.tc_failed(plan.port_name, exc)
 
 
 def _ensure_root_burst(plan: PortQos, outcome: QosOutcome) -> None:
@@ -97,7 +102,4 @@ def _ensure_root_burst(plan: PortQos, outcome: QosOutcome) -> None:
         if tc.ensure_root_burst(plan.port_name, plan.rate_bps, plan.burst_bytes):
             outcome.burst_ports.append(plan.port_name)
     except tc.TcError as exc:
-        if exc.missing_device:
-            outcome.vanished.append(plan.port_name)
-        else:
-            outcome.failed[plan.port_name] = str(exc)
+        outcome.tc_failed(plan.port_name, exc)

@@ -145,6 +145,12 @@ from pathlib import Path
 from types import FrameType
 from typing import NamedTuple, TypedDict
 
+from flowlane_bench.arguments import (
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from flowlane_bench.suite.stats import percentile
 
 HEADER = struct.Struct("!IHHI")
@@ -823,34 +829,6 @@ def _install_signal_handlers() -> None:
     signal.signal(signal.SIGINT, on_signal)
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
-
-
 def _peers(text: str) -> tuple[Peer, ...]:
     try:
         return parse_peers(text)
@@ -863,26 +841,26 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m flowlane_bench.allreduce",
         description="Ring all-reduce traffic generator (one worker).",
     )
-    parser.add_argument("--rank", type=_non_negative_int, required=True, help="index in --peers")
+    parser.add_argument("--rank", type=non_negative_int, required=True, help="index in --peers")
     parser.add_argument(
         "--peers", type=_peers, required=True, help="IP:PORT,IP:PORT,... in ring order"
     )
-    parser.add_argument("--size", type=_positive_int, required=True, help="bytes to all-reduce")
+    parser.add_argument("--size", type=positive_int, required=True, help="bytes to all-reduce")
     parser.add_argument(
-        "--duration", type=_positive_float, required=True, help="measured seconds (rank 0)"
+        "--duration", type=positive_float, required=True, help="measured seconds (rank 0)"
     )
     parser.add_argument(
-        "--compute-ms", type=_non_negative_float, default=0.0, help="sleep per iteration"
+        "--compute-ms", type=non_negative_float, default=0.0, help="sleep per iteration"
     )
     parser.add_argument(
-        "--max-iterations", type=_positive_int, default=None, help="measured iterations (rank 0)"
+        "--max-iterations", type=positive_int, default=None, help="measured iterations (rank 0)"
     )
     parser.add_argument(
-        "--warmup-iterations", type=_non_negative_int, default=1, help="unreported (default 1)"
+        "--warmup-iterations", type=non_negative_int, default=1, help="unreported (default 1)"
     )
     parser.add_argument(
         "--connect-timeout",
-        type=_positive_float,
+        type=positive_float,
         default=10.0,
         help="bound for connecting, accepting and the start token, seconds (default 10)",
     )

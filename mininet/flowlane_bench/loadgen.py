@@ -112,6 +112,7 @@ from pathlib import Path
 from types import FrameType
 from typing import NotRequired, TypedDict
 
+from flowlane_bench.arguments import non_negative_float, positive_float, positive_int
 from flowlane_bench.suite.stats import percentile
 
 REQUEST_HEADER = struct.Struct("!II")
@@ -825,27 +826,6 @@ def run_client(cfg: ClientConfig) -> Summary:
 # --------------------------------------------------------------------------------------------
 
 
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
-
-
-def _non_negative_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return value
-
-
 def _message_bytes(text: str) -> int:
     value = int(text)
     if not 0 <= value <= MAX_MESSAGE_BYTES:
@@ -881,17 +861,17 @@ def build_parser() -> argparse.ArgumentParser:
     cli = sub.add_parser("client", help="send an open-loop request schedule, print JSON")
     cli.add_argument("--host", required=True)
     cli.add_argument("--port", type=_port, required=True)
-    cli.add_argument("--rate", type=_positive_float, required=True, help="requests per second")
-    cli.add_argument("--duration", type=_positive_float, required=True, help="measured seconds")
+    cli.add_argument("--rate", type=positive_float, required=True, help="requests per second")
+    cli.add_argument("--duration", type=positive_float, required=True, help="measured seconds")
     cli.add_argument("--request-bytes", type=_message_bytes, required=True)
     cli.add_argument("--response-bytes", type=_message_bytes, required=True)
-    cli.add_argument("--connections", type=_positive_int, required=True)
+    cli.add_argument("--connections", type=positive_int, required=True)
     cli.add_argument(
-        "--warmup", type=_non_negative_float, default=0.0, help="uncounted seconds before"
+        "--warmup", type=non_negative_float, default=0.0, help="uncounted seconds before"
     )
     cli.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=positive_float,
         default=2.0,
         help="per-request deadline from its scheduled time, seconds (default 2)",
     )
@@ -907,19 +887,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cli.add_argument(
         "--burst-on",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=0.0,
         help="seconds of each on-period (arrivals at --rate); needs --burst-off (default 0: none)",
     )
     cli.add_argument(
         "--burst-off",
-        type=_non_negative_float,
+        type=non_negative_float,
         default=0.0,
         help="seconds of each off-period (no arrivals); needs --burst-on (default 0: none)",
     )
     cli.add_argument(
         "--timeline-interval",
-        type=_positive_float,
+        type=positive_float,
         default=0.5,
         help="width of the timeline buckets, seconds (default 0.5)",
     )

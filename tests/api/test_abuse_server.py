@@ -7,11 +7,7 @@ Raw sockets, because an HTTP client would not send half a request and stall.
 from __future__ import annotations
 
 import contextlib
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,41 +22,7 @@ from controller.cli.main import app as cli
 from controller.store.events import EventStore
 from controller.store.tokens import TokenStore
 from tests.conftest import free_port
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def start_api(redis_url: str, port: int, *args: str) -> subprocess.Popen[bytes]:
-    """``flowlane api`` on ``port`` (its own process group), once /healthz answers."""
-    command = [sys.executable, "-m", "controller", "api", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--redis-url", redis_url, *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    stop(process)
-    assert process.stderr is not None
-    err = process.stderr.read().decode(errors="replace")
-    raise RuntimeError(f"flowlane api did not answer: {err[-2000:]}")
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(10)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(10)
+from tests.support.api_process import start_api, stop_api
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +39,7 @@ def api(redis_url: str) -> Iterator[tuple[str, int]]:
     try:
         yield f"http://127.0.0.1:{port}", process.pid
     finally:
-        stop(process)
+        stop_api(process)
 
 
 def rss_kib(pid: int) -> int:
@@ -252,7 +214,7 @@ def test_x_forwarded_for_is_believed_only_from_listed_proxies(
         url = f"http://127.0.0.1:{unused_port}"
         assert forwarded_client(url, redis_client, "203.0.113.7") == "203.0.113.7"
     finally:
-        stop(proxied)
+        stop_api(proxied)
 
 
 def test_the_server_options_reach_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:

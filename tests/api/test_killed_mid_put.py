@@ -9,13 +9,8 @@ active one is among them.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -25,8 +20,7 @@ from controller.auth.model import Role
 from controller.policy.load import parse_policy
 from controller.store.policies import PolicyStore
 from controller.store.tokens import TokenStore
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.api_process import kill_group, start_api
 
 
 def big_document(seed: int) -> dict[str, Any]:
@@ -42,26 +36,6 @@ def big_document(seed: int) -> dict[str, Any]:
         "default_class": "inference",
         "rules": rules,
     }
-
-
-def start_api(redis_url: str, port: int) -> subprocess.Popen[bytes]:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "controller", "api", "--port", str(port), "--redis-url", redis_url],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5).status_code == 200:
-                return process
-        except httpx.HTTPError:
-            time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)
-    _, err = process.communicate(5)
-    raise RuntimeError(f"flowlane api did not answer: {err.decode(errors='replace')[-2000:]}")
 
 
 def test_a_put_is_stored_whole_or_not_at_all(
@@ -86,14 +60,11 @@ def test_a_put_is_stored_whole_or_not_at_all(
             writer = threading.Thread(target=send, args=(big_document(attempt),))
             writer.start()
             time.sleep(delay)
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+            kill_group(process)
             writer.join(30)
             process = start_api(redis_url, unused_port)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(5)
+        kill_group(process)
 
     store = PolicyStore(redis_client)
     versions = store.history(limit=100)

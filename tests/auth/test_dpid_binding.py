@@ -12,8 +12,6 @@ import contextlib
 import datetime
 import socket
 import ssl
-import struct
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,6 +33,7 @@ from controller.auth.certs import (
 )
 from controller.cli.main import app
 from controller.store.events import EventStore
+from tests.support.openflow_peer import ScriptedSwitch
 
 DPID = 0x00000000000000A1
 OTHER = 0x00000000000000B2
@@ -118,63 +117,15 @@ def test_bind_dpid_without_tls_is_a_usage_error(tmp_path: Path) -> None:
 
 # ---- a real controller, a scripted switch over mutual TLS ------------------------------
 
-HEADER = struct.Struct("!BBHI")
-HELLO, ECHO_REQUEST, ECHO_REPLY, FEATURES_REQUEST, FEATURES_REPLY = 0, 2, 3, 5, 6
-MULTIPART_REQUEST, MULTIPART_REPLY, BARRIER_REQUEST, BARRIER_REPLY = 18, 19, 20, 21
-
-
-class TlsSwitch:
-    """Connects over mutual TLS with ``cert``, claims ``dpid``, answers until hung up."""
-
-    def __init__(self, port: int, pki: Path, cert: str, dpid: int) -> None:
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(pki / "ca.pem"))
-        context.check_hostname = False
-        context.load_cert_chain(pki / f"{cert}.pem", pki / f"{cert}.key")
-        raw = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.sock = context.wrap_socket(raw)
-        self.dpid = dpid
-        self.hung_up = threading.Event()
-        self.sock.sendall(HEADER.pack(4, HELLO, 8, 1))
-        threading.Thread(target=self._run, daemon=True).start()
-
-    def _reply(self, kind: int, xid: int, body: bytes = b"") -> None:
-        self.sock.sendall(HEADER.pack(4, kind, 8 + len(body), xid) + body)
-
-    def _run(self) -> None:
-        buffer = b""
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                data = b""
-            if not data:
-                self.hung_up.set()
-                return
-            buffer += data
-            while len(buffer) >= HEADER.size:
-                _, kind, length, xid = HEADER.unpack_from(buffer)
-                if len(buffer) < length:
-                    break
-                message, buffer = buffer[:length], buffer[length:]
-                with contextlib.suppress(OSError):
-                    if kind == FEATURES_REQUEST:
-                        body = struct.pack("!QIBB2xII", self.dpid, 0, 254, 0, 0, 0)
-                        self._reply(FEATURES_REPLY, xid, body)
-                    elif kind == ECHO_REQUEST:
-                        self._reply(ECHO_REPLY, xid)
-                    elif kind == MULTIPART_REQUEST:
-                        self._reply(MULTIPART_REPLY, xid, message[8:10] + b"\0" * 6)
-                    elif kind == BARRIER_REQUEST:
-                        self._reply(BARRIER_REPLY, xid)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
 
 @contextlib.contextmanager
-def switch(port: int, pki: Path, cert: str, dpid: int) -> Iterator[TlsSwitch]:
-    peer = TlsSwitch(port, pki, cert, dpid)
+def switch(port: int, pki: Path, cert: str, dpid: int) -> Iterator[ScriptedSwitch]:
+    """A scripted switch connected over mutual TLS with ``cert``, claiming ``dpid``."""
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(pki / "ca.pem"))
+    context.check_hostname = False
+    context.load_cert_chain(pki / f"{cert}.pem", pki / f"{cert}.key")
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    peer = ScriptedSwitch(context.wrap_socket(raw), dpid)
     try:
         yield peer
     finally:

@@ -3,12 +3,7 @@ it with the CA of ``flowlane certs init``."""
 
 from __future__ import annotations
 
-import os
-import signal
 import ssl
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,8 +15,7 @@ from typer.testing import CliRunner
 from controller.auth.model import Role
 from controller.cli.main import app
 from controller.store.tokens import TokenStore
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.api_process import start_api, stop_api
 
 
 @pytest.fixture
@@ -47,32 +41,13 @@ def https_api(
     args = ["--tls-cert", str(pki / "api.pem"), "--tls-key", str(pki / "api.key")]
     if mutual:
         args += ["--tls-client-ca", str(pki / "ca.pem")]
-    command = [sys.executable, "-m", "controller", "api", "--port", str(unused_port)]
-    process = subprocess.Popen(
-        [*command, "--redis-url", redis_url, *args],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
+    process = start_api(
+        redis_url, unused_port, *args, scheme="https", verify=context(pki, client=True)
     )
-    base = f"https://127.0.0.1:{unused_port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{base}/healthz", verify=context(pki, client=True), timeout=1)
-                break
-            except httpx.HTTPError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    _, err = process.communicate(5)
-                    raise AssertionError(f"no HTTPS API: {err.decode(errors='replace')}") from None
-                time.sleep(0.1)
-        yield base
+        yield f"https://127.0.0.1:{unused_port}"
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-        process.communicate(10)
+        stop_api(process)
 
 
 def test_https_serves_clients_that_trust_its_ca(https_api: str, pki: Path) -> None:

@@ -15,54 +15,25 @@ import contextlib
 import logging
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import redis
+from flowlane_bench.harness import free_port, wait_for
 
 from controller.api.bootstrap import bootstrap_admin
 from controller.auth.files import read_token_file, store_token_file
 from controller.auth.redact import redact
 from controller.store.tokens import BOOTSTRAP_NAME, TokenStore
+from tests.support.processes import stop_session
+from tests.support.up_stack import banner, start_up
 
 REPO = Path(__file__).resolve().parents[2]
 PERSISTENT_TOKEN = "flt_the-persistent-stacks-token"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def stop(process: subprocess.Popen[Any]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)  # its own session: only what it started
 
 
 @contextlib.contextmanager
@@ -70,28 +41,12 @@ def up(tmp_path: Path, args: list[str], env: dict[str, str]) -> Iterator[tuple[s
     """``flowlane up ARGS`` until its banner; yields the API's URL and the log."""
     log = tmp_path / "up.log"
     api_port = free_port()
-    argv = [sys.executable, "-m", "controller", "up", "--api-port", str(api_port)]
-    argv += ["--ofp-port", str(free_port()), "--metrics-port", "0", *args]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            argv, stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env, start_new_session=True
-        )
+    argv = ["--api-port", str(api_port), "--ofp-port", str(free_port()), "--metrics-port", "0"]
+    process = start_up(log, [*argv, *args], env)
     try:
-        wait_for(
-            "flowlane up",
-            lambda: process.poll() is not None or "flowlane is up" in log.read_text(),
-            90,
-        )
-        assert process.poll() is None, log.read_text()
         yield f"http://127.0.0.1:{api_port}", log
     finally:
-        stop(process)
-
-
-def banner(log: Path, name: str) -> str:
-    match = re.search(rf"^  {name} +(.*)$", log.read_text(), re.MULTILINE)
-    assert match is not None, log.read_text()
-    return match[1]
+        stop_session(process, timeout_s=30)
 
 
 def clean_env(tmp_path: Path) -> dict[str, str]:
@@ -226,4 +181,4 @@ def test_flowlane_api_reads_its_redis_url_from_a_file(
         assert record is not None and record.expires_at is not None
         assert record.expires_at == pytest.approx(record.created_at + 7200)
     finally:
-        stop(process)
+        stop_session(process, timeout_s=30)

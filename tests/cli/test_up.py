@@ -16,19 +16,18 @@ import re
 import shutil
 import signal
 import socket
-import struct
 import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 import redis
 import yaml
+from flowlane_bench.harness import free_port, wait_for
 from typer.testing import CliRunner
 
 from controller.cli.main import app
@@ -53,6 +52,9 @@ from controller.cli.up import (
 from controller.policy.errors import FieldError, PolicyError
 from controller.store.client import connect
 from controller.store.switches import SwitchStore
+from tests.support.openflow_peer import ScriptedSwitch
+from tests.support.processes import pid_alive, session_members, stat_fields, stop_session
+from tests.support.up_stack import banner, start_up
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY = """
@@ -66,54 +68,13 @@ ports: {rate: 1Gbit}
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def wait_for(what: str, check: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
-
-
-def _stat(pid: int) -> list[str] | None:
-    """Fields of /proc/PID/stat after the command name (state, ppid, pgrp, session, ...)."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2 :].split()
-
-
-def alive(pid: int) -> bool:
-    fields = _stat(pid)
-    return fields is not None and fields[0] != "Z"
-
-
-def session_members(sid: int) -> list[int]:
-    """Live processes of session ``sid``: what a process started with its own session left."""
-    members = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            fields = _stat(int(entry.name))
-            if fields is not None and fields[0] != "Z" and int(fields[3]) == sid:
-                members.append(int(entry.name))
-    return members
-
-
 def children(pid: int) -> dict[str, int]:
     """Live children of ``pid`` by role: redis-server, controller or api."""
     found: dict[str, int] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
-        fields = _stat(int(entry.name))
+        fields = stat_fields(int(entry.name))
         if fields is None or fields[0] == "Z" or int(fields[1]) != pid:
             continue
         with contextlib.suppress(OSError):
@@ -123,78 +84,6 @@ def children(pid: int) -> dict[str, int]:
             elif b"controller" in argv[3:4] or b"api" in argv[3:4]:
                 found[argv[3].decode()] = int(entry.name)
     return found
-
-
-def stop(process: subprocess.Popen[Any], timeout_s: float = 20) -> None:
-    """By PID: SIGTERM, then SIGKILL for the process and anything left in its session."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(5)
-    for pid in session_members(process.pid):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-
-
-# ---- a scripted OpenFlow 1.3 peer ---------------------------------------------------------
-
-OFPT_HELLO, OFPT_ECHO_REQUEST, OFPT_ECHO_REPLY, OFPT_FEATURES_REQUEST = 0, 2, 3, 5
-OFPT_FEATURES_REPLY, OFPT_MULTIPART_REQUEST, OFPT_MULTIPART_REPLY = 6, 18, 19
-OFPT_BARRIER_REQUEST, OFPT_BARRIER_REPLY = 20, 21
-HEADER = struct.Struct("!BBHI")
-
-
-class FakeSwitch:
-    """Connects to the controller and answers it until the controller hangs up."""
-
-    def __init__(self, port: int, dpid: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
-        self.dpid = dpid
-        self.hung_up = threading.Event()
-        self.barriers = 0
-        self.sock.sendall(HEADER.pack(4, OFPT_HELLO, 8, 1))
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _reply(self, kind: int, xid: int, body: bytes = b"") -> None:
-        self.sock.sendall(HEADER.pack(4, kind, 8 + len(body), xid) + body)
-
-    def _run(self) -> None:
-        buffer = b""
-        while True:
-            try:
-                data = self.sock.recv(65536)
-            except OSError:
-                data = b""
-            if not data:
-                self.hung_up.set()
-                return
-            buffer += data
-            while len(buffer) >= HEADER.size:
-                _, kind, length, xid = HEADER.unpack_from(buffer)
-                if len(buffer) < length:
-                    break
-                message, buffer = buffer[:length], buffer[length:]
-                if kind == OFPT_FEATURES_REQUEST:
-                    self._reply(
-                        OFPT_FEATURES_REPLY,
-                        xid,
-                        struct.pack("!QIBB2xII", self.dpid, 0, 254, 0, 0, 0),
-                    )
-                elif kind == OFPT_ECHO_REQUEST:
-                    self._reply(OFPT_ECHO_REPLY, xid)
-                elif kind == OFPT_MULTIPART_REQUEST:  # an empty reply of the asked type
-                    self._reply(OFPT_MULTIPART_REPLY, xid, message[8:10] + b"\0" * 6)
-                elif kind == OFPT_BARRIER_REQUEST:
-                    self.barriers += 1
-                    self._reply(OFPT_BARRIER_REPLY, xid)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.close()
 
 
 # ---- pure pieces ----------------------------------------------------------------------------
@@ -290,7 +179,7 @@ def controller_process(
         assert process.poll() is None, log.read_text()
         yield process, ofp_port, log
     finally:
-        stop(process)
+        stop_session(process)
 
 
 def sigterm_exit(process: subprocess.Popen[bytes]) -> tuple[int | None, float]:
@@ -335,7 +224,10 @@ def test_the_controller_hangs_up_its_switches_and_stops_within_2_s(
     url: str = server.url  # type: ignore[attr-defined]
     switches = SwitchStore(connect(url))
     with controller_process(tmp_path, url) as (process, ofp_port, log):
-        first, second = FakeSwitch(ofp_port, 0xA1), FakeSwitch(ofp_port, 0xA2)
+        first, second = (
+            ScriptedSwitch.connect(ofp_port, 0xA1),
+            ScriptedSwitch.connect(ofp_port, 0xA2),
+        )
         try:
             wait_for(
                 "both switches reported",
@@ -363,7 +255,7 @@ def test_a_switch_that_hangs_up_is_noticed_at_once(
     url: str = server.url  # type: ignore[attr-defined]
     switches = SwitchStore(connect(url))
     with controller_process(tmp_path, url) as (process, ofp_port, log):
-        switch = FakeSwitch(ofp_port, 0xB1)
+        switch = ScriptedSwitch.connect(ofp_port, 0xB1)
         wait_for("the switch reported", lambda: switches.all() != [], 15)
         switch.close()
         wait_for("the switch forgotten", lambda: switches.all() == [], 2)
@@ -386,22 +278,9 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
     args += ["--ofp-port", str(free_port()), "--metrics-port", "0"]
     token_file = tmp_path / "token"
     args += ["--token-file", str(token_file)]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "controller", "up", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-        )
+    process = start_up(log, args, timeout_s=60)
     seen: set[int] = set()
     try:
-        wait_for(
-            "flowlane up",
-            lambda: process.poll() is not None or "flowlane is up" in log.read_text(),
-            60,
-        )
-        assert process.poll() is None, log.read_text()
         assert "API token" in log.read_text()
         wait_for("the bootstrap admin token", token_file.exists, 10)
         auth = {"Authorization": f"Bearer {token_file.read_text().strip()}"}
@@ -473,12 +352,12 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
         seen.update(children(process.pid).values())
         process.send_signal(signal.SIGTERM)
         assert process.wait(30) == 0, log.read_text()
-        assert [pid for pid in seen if alive(pid)] == []
+        assert [pid for pid in seen if pid_alive(pid)] == []
         with (data / LOCK_FILE).open() as lock:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         assert "flowlane stopped" in log.read_text()
     finally:
-        stop(process, timeout_s=30)
+        stop_session(process, timeout_s=30)
         for pid in seen:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
@@ -563,13 +442,13 @@ def run_up(
     try:
         stdout, stderr = process.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
-        stop(process)
+        stop_session(process)
         stdout, stderr = process.communicate()
         raise AssertionError(
             f"flowlane up still running after {timeout_s:g} s:\n{stdout}{stderr}"
         ) from None
     finally:
-        stop(process)
+        stop_session(process)
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr), (
         time.monotonic() - started
     )
@@ -703,32 +582,7 @@ def start_up_stack(
     args = ["--data-dir", str(tmp_path / "data"), "--api-port", str(free_port())]
     args += ["--ofp-port", str(free_port()), "--metrics-port", "0"]
     args += ["--token-file", str(tmp_path / "token"), *extra]
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "controller", "up", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO,
-            start_new_session=True,
-            env=env,
-        )
-    try:
-        wait_for(
-            f"flowlane up ({name})",
-            lambda: process.poll() is not None or "flowlane is up" in log.read_text(),
-            90,
-        )
-        assert process.poll() is None, log.read_text()
-    except BaseException:
-        stop(process, timeout_s=30)
-        raise
-    return process, log
-
-
-def banner(log: Path, name: str) -> str:
-    match = re.search(rf"^  {name} +(.*)$", log.read_text(), re.MULTILINE)
-    assert match is not None, log.read_text()
-    return match[1]
+    return start_up(log, args, env, what=f"flowlane up ({name})"), log
 
 
 def stop_up(process: subprocess.Popen[bytes], log: Path) -> None:
@@ -736,7 +590,7 @@ def stop_up(process: subprocess.Popen[bytes], log: Path) -> None:
     try:
         assert process.wait(30) == 0, log.read_text()
     finally:
-        stop(process, timeout_s=30)
+        stop_session(process, timeout_s=30)
 
 
 def test_the_banner_names_a_flowlane_that_runs_as_pasted(tmp_path: Path) -> None:
