@@ -18,6 +18,7 @@ import json
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,14 @@ def moved_to_training(document: dict[str, Any]) -> dict[str, Any]:
     return changed
 
 
-def run(config: isolation.ScenarioConfig, phase_s: float, workdir: Path) -> list[Phase]:
+def run(
+    config: isolation.ScenarioConfig,
+    phase_s: float,
+    workdir: Path,
+    on_stack: Callable[[harness.StackProcess], None] | None = None,
+) -> list[Phase]:
+    """The three phases; ``on_stack`` is called with the stack once it is up (a test records
+    the processes it started, to check afterwards that they are gone)."""
     harness.check_prerequisites()
     ofp_port = harness.free_port()
     topo = SingleSwitchTopo(training_senders=config.training_senders, inference_clients=1)
@@ -85,6 +93,8 @@ def run(config: isolation.ScenarioConfig, phase_s: float, workdir: Path) -> list
         harness.stack(POLICY, workdir / "stack.log", ofp_port) as stack,
         harness.network(topo, ofp_port) as net,
     ):
+        if on_stack is not None:
+            on_stack(stack)
         ports = [intf.name for intf in net.get(SWITCH).intfList() if intf.name != "lo"]
         client, server = net.get("infer1"), net.get("server")
 

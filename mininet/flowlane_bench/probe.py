@@ -59,7 +59,9 @@ def send(host: str, port: int, rate: float, count: int, size: int) -> dict[str, 
     }
 
 
-def receive(port: int, duration: float) -> dict[str, Any]:
+def receive(port: int, duration: float, quiet: float | None = None) -> dict[str, Any]:
+    """Arrivals for ``duration`` seconds, or until ``quiet`` seconds pass without one once the
+    first has come (a stream that ended: its reader need not wait out the duration)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 * 1024 * 1024)
     # The TOS byte of each datagram comes with it: the DSCP says which class the switch gave it.
@@ -69,12 +71,16 @@ def receive(port: int, duration: float) -> dict[str, Any]:
     arrivals: list[tuple[int, float]] = []
     dscp: dict[int, int] = {}
     deadline = time.monotonic() + duration
+    last = 0.0
     while (left := deadline - time.monotonic()) > 0:
-        sock.settimeout(min(left, 0.5))
+        if quiet is not None and arrivals and time.monotonic() - last >= quiet:
+            break
+        sock.settimeout(min(left, 0.5 if quiet is None else min(quiet, 0.5)))
         try:
             data, ancillary, _, _ = sock.recvmsg(2048, socket.CMSG_SPACE(4))
         except TimeoutError:
             continue
+        last = time.monotonic()
         if len(data) >= HEADER.size:
             arrivals.append((HEADER.unpack_from(data)[0], round(time.time(), 6)))
             for level, kind, value in ancillary:
@@ -98,12 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     receiver = commands.add_parser("receive")
     receiver.add_argument("--port", type=int, required=True)
     receiver.add_argument("--duration", type=float, required=True)
+    receiver.add_argument(
+        "--quiet", type=float, help="end this many seconds after the last datagram (once one came)"
+    )
     args = parser.parse_args(argv)
     if args.command == "send":
         count = args.count if args.count is not None else int(args.duration * args.rate)
         report = send(args.host, args.port, args.rate, count, args.size)
     else:
-        report = receive(args.port, args.duration)
+        report = receive(args.port, args.duration, args.quiet)
     print(json.dumps(report, separators=(",", ":")), flush=True)
     return 0
 
@@ -111,17 +120,14 @@ def main(argv: list[str] | None = None) -> int:
 # ---- for the runner (mininet side) -------------------------------------------------------
 
 
-def start_receiver(host: Node, port: int, seconds: float) -> subprocess.Popen[str]:
-    """A receiver in ``host``, returned once its socket is bound."""
+def start_receiver(
+    host: Node, port: int, seconds: float, quiet_s: float | None = None
+) -> subprocess.Popen[str]:
+    """A receiver in ``host``, returned once its socket is bound; with ``quiet_s`` it ends that
+    long after the last datagram instead of waiting out ``seconds``."""
+    quiet = ["--quiet", f"{quiet_s:g}"] if quiet_s is not None else []
     process: subprocess.Popen[str] = host.popen(
-        [
-            *COMMAND,
-            "receive",
-            "--port",
-            str(port),
-            "--duration",
-            f"{seconds:.2f}",
-        ],
+        [*COMMAND, "receive", "--port", str(port), "--duration", f"{seconds:.2f}", *quiet],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

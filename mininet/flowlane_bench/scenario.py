@@ -403,21 +403,30 @@ class Runner:
             control.control_pairs(self.control_flows)
         )
         ips = {host.name: host.ip for host in self.plan.hosts}
+        if policy.forwarding.fabric:
+            # A fabric learns hosts from their ARP: hosts that kept their neighbours from an
+            # earlier mode would send none until those entries go stale (15 to 45 s).
+            for host in self.plan.hosts:
+                net.get(host.name).cmd("ip neigh flush all")
+
+        def ping(src: str, dst: str) -> subprocess.Popen[str]:
+            return net.get(src).popen(
+                ["ping", "-c1", "-W1", ips[dst]],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
 
         def answered() -> bool:
             # All pairs at once: a fabric learns a host from its first packet, so pairs
-            # pinged one after the other would each wait out a timeout.
-            pings = {
-                pair: net.get(pair[0]).popen(
-                    ["ping", "-c1", "-W1", ips[pair[1]]],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-                for pair in sorted(pending)
-            }
+            # pinged one after the other would each wait out a timeout. Each destination
+            # pings back too, so it is heard from whatever its neighbour cache holds.
+            pings = {pair: ping(*pair) for pair in sorted(pending)}
+            teachers = [ping(dst, src) for src, dst in sorted(pending)]
             for pair, process in pings.items():
                 if process.wait(10) == 0:
                     pending.discard(pair)
+            for process in teachers:
+                process.wait(10)
             return not pending
 
         try:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.mininet
 
 # Training runs 3 s before inference is measured: until a flow has sent the policy's 1 MiB
 # and been detected, it shares the latency queue (the price of knowing no flow sizes).
-CONFIG = isolation.ScenarioConfig(idle_s=3.0, loaded_s=6.0, ramp_s=3.0, inference_rate=200.0)
+CONFIG = isolation.ScenarioConfig(idle_s=2.0, loaded_s=4.0, ramp_s=3.0, inference_rate=200.0)
 MODES = {
     "flowlane": isolation.POLICIES / "detection.yaml",
     "fifo": isolation.POLICIES / "fifo.yaml",

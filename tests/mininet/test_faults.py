@@ -1,9 +1,11 @@
 """Faults with live traffic: what a probe stream in every class saw, and how the switch ended up.
 
-Each test runs one switch with three probe streams (inference, training,
-best-effort; 500 datagrams/s each) from one host to a server, breaks one
-part of the stack while they run, and asserts what the receivers saw and
-that the switch holds exactly its plan afterwards.
+The tests share one network (one switch): each runs three probe streams
+(inference, training, best-effort; 500 datagrams/s each) from one host to a
+server, breaks one part of the stack while they run, asserts what the
+receivers saw and that the switch holds exactly its plan afterwards, and
+leaves the network as it found it, less the switch's flows (each test starts
+from an empty table).
 """
 
 from __future__ import annotations
@@ -31,12 +33,23 @@ PORTS = [f"{SWITCH}-eth{n}" for n in (1, 2, 3)]
 CLASS_DSCP = {"inference": 46, "training": 26, "best-effort": 0}
 
 
-@pytest.fixture
-def net() -> Iterator[tuple[object, int]]:
+@pytest.fixture(scope="module")
+def network() -> Iterator[tuple[object, int]]:
+    """One network for the module: every test restores what it broke (its controllers and
+    Redis are stopped, ovs-vswitchd is running again), so none needs a fresh one."""
     harness.check_prerequisites()
     ofp_port = harness.free_port()
     with harness.network(SingleSwitchTopo(training_senders=1, inference_clients=1), ofp_port) as n:
         yield n, ofp_port
+
+
+@pytest.fixture
+def net(network: tuple[object, int]) -> Iterator[tuple[object, int]]:
+    """The module's network with an empty flow table, as a new network's switch has: no
+    entry (a detector override, a learned counter) of an earlier test is adopted. The
+    ports' queues stay: every test's first controller reconciles them to its policy."""
+    harness.reset_switches([SWITCH])
+    yield network
 
 
 def kill(process: harness.ControllerProcess) -> None:

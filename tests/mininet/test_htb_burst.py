@@ -15,9 +15,9 @@ the bar is 0.8 of the rate or of that, whichever is lower.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from functools import partial
 from typing import Any
@@ -145,7 +145,7 @@ def throughput_bps(net: Mininet) -> float:
     client, server = net.get("xa1", "xa2")
     listener: Any = harness.host_popen(server, ["iperf3", "-s", "-1", "-p", "5901"])
     try:
-        time.sleep(0.5)
+        harness.wait_for("iperf3 to listen", lambda: ":5901 " in server.cmd("ss -ltn"), 10, 0.05)
         report = client.cmd(f"iperf3 -c {SERVER} -p 5901 -t {SECONDS} -O 1 -J")
         listener.wait(timeout=15)
     finally:
@@ -166,7 +166,13 @@ def test_one_flow_across_three_hops_reaches_the_rate(chain: Mininet) -> None:
 
     plans, _ = set_qos(chain)
     drop_bursts(chain)
-    time.sleep(0.5)
+    with contextlib.suppress(TimeoutError):  # OVS reconfigures the ports on its own time
+        harness.wait_for(
+            "OVS to reset the root bursts",
+            lambda: max(root_bursts(chain).values()) < OVS_ROOT_BURST_MAX,
+            5,
+            0.05,
+        )
     assert max(root_bursts(chain).values()) < OVS_ROOT_BURST_MAX  # as before the fix
     one_frame = throughput_bps(chain)
 
@@ -193,7 +199,13 @@ def test_the_root_burst_ovs_resets_is_put_back(chain: Mininet) -> None:
         ["ovs-vsctl", "set", "bridge", "hbx1", "other_config:flowlane-test=1"], check=True
     )
     try:
-        time.sleep(0.5)
+        with contextlib.suppress(TimeoutError):  # OVS reconfigures the ports on its own time
+            harness.wait_for(
+                "OVS to reset the root burst",
+                lambda: tc.root_burst_short(tc.class_stats(port), plans[port].burst_bytes),
+                5,
+                0.05,
+            )
         assert tc.root_burst_short(tc.class_stats(port), plans[port].burst_bytes)
         ovsdb = Ovsdb()
         bridge = ovsdb.bridge_for(int(chain.get("hbx1").dpid, 16))

@@ -9,20 +9,43 @@ flows exactly (``live_policy.run`` does that before measuring).
 
 from __future__ import annotations
 
-import subprocess
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from flowlane_bench import isolation, live_policy
+from flowlane_bench import harness, isolation, live_policy
+
+from tests.support.processes import Started, session_members
 
 pytestmark = pytest.mark.mininet
 
 CONFIG = isolation.ScenarioConfig(ramp_s=2.0, inference_rate=200.0)
+PHASE_S = 3.0
+"""Seconds measured per phase: 600 requests at 200/s."""
+
+
+@dataclass
+class StackSeen:
+    """The stack this module started: ``flowlane up``'s session and its members while up."""
+
+    session: int = 0
+    members: list[Started] = field(default_factory=list)
+
+    def record(self, stack: harness.StackProcess) -> None:
+        self.session = stack.process.pid  # started with a session of its own
+        self.members = session_members(self.session)
 
 
 @pytest.fixture(scope="module")
-def phases(tmp_path_factory: pytest.TempPathFactory) -> list[live_policy.Phase]:
-    result = live_policy.run(CONFIG, 4.0, tmp_path_factory.mktemp("live"))
+def stack_seen() -> StackSeen:
+    return StackSeen()
+
+
+@pytest.fixture(scope="module")
+def phases(
+    tmp_path_factory: pytest.TempPathFactory, stack_seen: StackSeen
+) -> list[live_policy.Phase]:
+    result = live_policy.run(CONFIG, PHASE_S, tmp_path_factory.mktemp("live"), stack_seen.record)
     for phase in result:
         latency = phase.latency["latency_ms"]
         print(
@@ -64,9 +87,14 @@ def test_changes_are_confirmed_quickly(phases: list[live_policy.Phase]) -> None:
         assert phase.apply_ms is not None and phase.apply_ms < 2000
 
 
-def test_the_stack_is_gone_afterwards(phases: list[live_policy.Phase]) -> None:
+def test_the_stack_is_gone_afterwards(
+    phases: list[live_policy.Phase], stack_seen: StackSeen
+) -> None:
+    """Every process of the stack this test started is gone (the stack's own session and
+    the members seen while it ran); other flowlane processes on the machine are not ours."""
     assert phases
-    leftovers = subprocess.run(
-        ["pgrep", "-f", "controller (up|api|controller) "], capture_output=True, text=True
-    ).stdout.split()
-    assert leftovers == []
+    roles = " ".join(process.command for process in stack_seen.members)
+    for role in ("controller up", "redis-server", "controller controller", "controller api"):
+        assert role in roles, f"{role} was not seen in the stack: {stack_seen.members}"
+    assert [p for p in stack_seen.members if p.alive()] == []
+    assert session_members(stack_seen.session) == []

@@ -6,10 +6,12 @@ network.  The tests assert the report's structure and the direction of the
 result (flowlane's inference p99 below FIFO's, measured in the same run),
 not the figures: those belong to ``docs/benchmarks.md``.  The fabric
 scenarios (``collide``, ``failover``) run ecmp and flowlane only, a few
-seconds each, and print their figures against the targets without
-asserting them.  Cleanup is checked after a run, after an interrupt
-(SIGINT) and after a failure (the controller killed mid-run): no bridge,
-port, QoS row, Mininet host or workload process may be left.
+seconds each, print their figures against the targets and assert them
+with margins, flowlane against ecmp measured in the same run.  Cleanup is
+checked after a run, after an interrupt (SIGINT) and after a failure (the
+controller killed mid-run): no bridge, port or QoS row of the run's
+network, and no process the test started (they carry its mark in their
+environment), may be left.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import os
 import signal
 import struct
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -30,46 +33,73 @@ from flowlane_bench.suite.report import ALONE, CONTROL, IDLE, Report
 from flowlane_bench.suite.spec import Mode, load_scenario, scenario_files
 from flowlane_bench.topologies import PlannedTopo  # noqa: F401  (the runner's topology must import)
 
+from tests.support.ovs_bridge import owned_qos_ports
+from tests.support.processes import MARK, carrying
+
 pytestmark = pytest.mark.mininet
 
-SHORT_S = 5.0
+SHORT_S = 3.0
+"""Seconds measured per phase: at 200 requests/s, 600 samples, and a p99 that separates the
+modes by far more than its noise (FIFO's queue under cubic costs tens of ms to seconds;
+docs/benchmarks.md)."""
 SHARED_MODES = ("fifo", "static", "flowlane")
-"""Seconds measured per phase: enough samples (about a thousand) for a p99 that holds."""
 RUNNER = "flowlane_bench.scenario"
 FABRIC = ("collide", "failover")
 """Scenarios that compare forwarding (stp, ecmp, flowlane); they have tests of their own."""
 SHIPPED = [name for name in sorted(scenario_files(scenario.SCENARIOS)) if name not in FABRIC]
 FABRIC_MODES = [Mode.ECMP, Mode.FLOWLANE]
+COLLIDE_MIN_GOODPUT = 0.6
+"""flowlane's training goodput over the optimum in ``collide`` (0.81 measured over 20 s)."""
+COLLIDE_VS_ECMP = 0.95
+"""flowlane's goodput against ecmp's in the same run: at least as good, less the noise."""
+COLLIDE_MIN_JAIN = 0.85
+"""Jain's index of flowlane's TCP flows (target 0.95; 0.98 measured over 20 s, 0.92-0.98 in
+4 s runs here, one beside the parallel fast tier; ecmp 0.48-0.53)."""
+COLLIDE_MIN_FLOW_BPS = 2e6
+"""Every placed flow gets a fair part of its 10 Mbit/s link (ecmp starved one to 0.4)."""
+FAILOVER_MAX_LOSS_MS = 100.0
+"""Probe loss to the local failure under flowlane: the target (0 ms measured)."""
+FAILOVER_MAX_RECOVERY_S = 2.0
+"""Back to 0.9 of the new optimum after the local failure: the target (0.4 s measured)."""
+FAILOVER_VS_ECMP = 0.9
+FAILOVER_MIN_JAIN = 0.9
+"""Jain's index of flowlane's two TCP flows (0.999 measured)."""
 
 
-def leftovers(name: str, out: Path) -> list[str]:
-    """Everything a run of scenario ``name`` could leave behind; empty when clean."""
+@pytest.fixture(autouse=True)
+def run_mark(monkeypatch: pytest.MonkeyPatch) -> str:
+    """This test's mark in the environment: what it starts (the runner, Mininet's hosts, the
+    workloads) carries it, so the leftover check looks at this test's processes only."""
+    value = uuid.uuid4().hex
+    monkeypatch.setenv(MARK, value)
+    return value
+
+
+def leftovers(name: str, mark: str) -> list[str]:
+    """Everything a run of scenario ``name`` could leave behind; empty when clean.
+
+    Only what the run made: its bridges and their ports (by the plan's names), QoS rows
+    that name one of those ports, and processes that carry the test's mark.
+    """
     spec = load_scenario(scenario.SCENARIOS / f"{name}.yaml", harness.REPO).scenario
     plan = control_plan(spec, spec.plan())  # the control phase's sinks too
+    ports = set(plan.switch_ports())
     found = []
     bridges = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True).stdout
     found += [f"bridge {b}" for b in bridges.split() if b in {s.name for s in plan.switches}]
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     names = {line.split(": ")[1].split("@")[0] for line in links.splitlines() if ": " in line}
-    found += [f"link {n}" for n in sorted(names & set(plan.switch_ports()))]
-    qos = subprocess.run(
-        ["ovs-vsctl", "--columns=_uuid", "--format=csv", "--no-headings", "list", "qos"],
-        capture_output=True,
-        text=True,
-    ).stdout.split()
-    found += [f"qos row {row}" for row in qos]
-    workers = ("flowlane_bench.loadgen", "flowlane_bench.allreduce", "flowlane_bench.probe")
-    for pattern in ("mininet:", *workers, "iperf3", str(out)):
-        pids = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-        found += [f"process {pid} ({pattern})" for pid in pids.split() if int(pid) != os.getpid()]
+    found += [f"link {n}" for n in sorted(names & ports)]
+    found += [f"qos row of {port}" for port in sorted(owned_qos_ports() & ports)]
+    found += [f"process {p.pid} ({p.command})" for p in carrying(mark)]
     return found
 
 
-def assert_clean(name: str, out: Path) -> None:
+def assert_clean(name: str, mark: str) -> None:
     """Nothing left once Mininet's host shells, which are killed without a wait, are gone."""
     with contextlib.suppress(TimeoutError):
-        harness.wait_for("the run's processes to exit", lambda: not leftovers(name, out), 10, 0.2)
-    assert leftovers(name, out) == []
+        harness.wait_for("the run's processes to exit", lambda: not leftovers(name, mark), 10, 0.2)
+    assert leftovers(name, mark) == []
 
 
 def is_png(path: Path) -> bool:
@@ -81,7 +111,9 @@ def is_png(path: Path) -> bool:
 
 
 @pytest.mark.parametrize("name", SHIPPED)
-def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path) -> None:
+def test_shipped_scenario_runs_and_flowlane_beats_fifo(
+    name: str, tmp_path: Path, run_mark: str
+) -> None:
     harness.check_prerequisites()
     out = tmp_path / name
     loaded = load_scenario(scenario.SCENARIOS / f"{name}.yaml", harness.REPO)
@@ -118,7 +150,7 @@ def test_shipped_scenario_runs_and_flowlane_beats_fifo(name: str, tmp_path: Path
     assert flowlane.latency_ms.p99 < fifo.latency_ms.p99, (
         f"{name}: flowlane p99 {flowlane.latency_ms.p99} ms, fifo {fifo.latency_ms.p99} ms"
     )
-    assert_clean(name, out)
+    assert_clean(name, run_mark)
 
 
 def assert_control(report: Report) -> None:
@@ -154,16 +186,18 @@ def start_runner(out: Path, duration_s: float) -> subprocess.Popen[str]:
     )
 
 
-def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_interrupted_run_leaves_nothing_behind(tmp_path: Path, run_mark: str) -> None:
     harness.check_prerequisites()
     out = tmp_path / "interrupted"
-    runner = start_runner(out, 30)
+    # Short phases: the run still has its alone, control and three modes' phases ahead
+    # (over 25 s) when it is interrupted, right after the idle one.
+    runner = start_runner(out, 3)
     try:
         # Interrupt while training and inference run: the idle reference is done.
         harness.wait_for(
             "the idle phase to finish", lambda: (out / "raw" / "idle.json").exists(), 90
         )
-        assert pgrep("iperf3"), "training should be running when the run is interrupted"
+        assert ours(run_mark, "iperf3"), "training should be running when the run is interrupted"
         runner.send_signal(signal.SIGINT)
         output, _ = runner.communicate(timeout=60)
     finally:
@@ -171,22 +205,24 @@ def test_interrupted_run_leaves_nothing_behind(tmp_path: Path) -> None:
     assert runner.returncode == 128 + signal.SIGINT, output
     assert "interrupted by SIGINT" in output
     assert not (out / "report.json").exists()
-    assert_clean("isolation", out)
+    assert_clean("isolation", run_mark)
 
 
-def test_failed_run_leaves_nothing_behind(tmp_path: Path) -> None:
+def test_failed_run_leaves_nothing_behind(tmp_path: Path, run_mark: str) -> None:
     """The controller dies mid-run: the run fails, says why, and still removes everything."""
     harness.check_prerequisites()
     out = tmp_path / "failed"
-    runner = start_runner(out, 6)
+    runner = start_runner(out, 3)
     try:
-        policy, log = out / "policy-fifo.yaml", out / "controller-fifo.log"
+        # The first controller (the references', under the flowlane policy) dies while the
+        # idle phase runs: the run still has every other phase ahead of it.
+        policy, log = out / "policy-flowlane.yaml", out / "controller-idle.log"
         harness.wait_for(
-            "the fifo mode's controller to hold the switch",
+            "the first controller to hold the switch",
             lambda: log.exists() and "in sync" in log.read_text(errors="replace"),
             120,
         )
-        for pid in pgrep(str(policy)):
+        for pid in ours(run_mark, str(policy)):
             os.kill(pid, signal.SIGKILL)
         output, _ = runner.communicate(timeout=120)
     finally:
@@ -195,12 +231,12 @@ def test_failed_run_leaves_nothing_behind(tmp_path: Path) -> None:
     said = " ".join(output.split())  # a terminal may wrap the message anywhere
     assert "scenario failed" in said and "controller exited" in said, output
     assert (out / "diagnostics.txt").exists()
-    assert_clean("isolation", out)
+    assert_clean("isolation", run_mark)
 
 
-def pgrep(pattern: str) -> list[int]:
-    done = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True)
-    return [int(pid) for pid in done.stdout.split() if int(pid) != os.getpid()]
+def ours(mark: str, text: str) -> list[int]:
+    """PIDs of this test's processes whose command line holds ``text``."""
+    return [process.pid for process in carrying(mark) if text in process.command]
 
 
 def fabric_report(name: str, path: Path) -> Report:
@@ -224,7 +260,7 @@ def fabric_report(name: str, path: Path) -> Report:
     return report
 
 
-def test_collide_runs_under_ecmp_and_flowlane(tmp_path: Path) -> None:
+def test_collide_runs_under_ecmp_and_flowlane(tmp_path: Path, run_mark: str) -> None:
     harness.check_prerequisites()
     document = yaml.safe_load((scenario.SCENARIOS / "collide.yaml").read_text())
     short = tmp_path / "collide.yaml"
@@ -238,10 +274,25 @@ def test_collide_runs_under_ecmp_and_flowlane(tmp_path: Path) -> None:
         assert len(flows) == 8 and all(flow.goodput_bps > 0 for flow in flows)
         assert sum(not flow.congestion_controlled for flow in flows) == 2  # the UDP pair
     assert report.plots == [LATENCY_CDF, THROUGHPUT]
-    assert_clean("collide", out)
+    # The targets, compared between the modes of this run (docs/benchmarks.md, 20 s phases:
+    # flowlane 0.81 of the optimum and Jain 0.98, ecmp 0.60 and 0.81; the alone phase's
+    # ceiling is 0.88 on this CPU, so 0.95 of the optimum is out of reach here). Hashing may
+    # happen to spread the flows well, so flowlane must match ecmp, not beat it by a margin.
+    rows = {row.mode: row for row in report.headline}
+    flowlane, ecmp = rows[Mode.FLOWLANE], rows[Mode.ECMP]
+    assert flowlane.goodput_over_optimum is not None and ecmp.goodput_over_optimum is not None
+    assert flowlane.goodput_over_optimum >= COLLIDE_MIN_GOODPUT, flowlane
+    assert flowlane.goodput_over_optimum >= COLLIDE_VS_ECMP * ecmp.goodput_over_optimum, rows
+    assert flowlane.jain is not None and flowlane.jain >= COLLIDE_MIN_JAIN, flowlane
+    # Placement gives every flow a link of its own: none starves behind another.
+    placed = [f.goodput_bps for f in report.phases[Mode.FLOWLANE].training_flows]
+    assert min(placed) >= COLLIDE_MIN_FLOW_BPS, placed
+    assert_clean("collide", run_mark)
 
 
-def test_failover_runs_a_local_failure_under_ecmp_and_flowlane(tmp_path: Path) -> None:
+def test_failover_runs_a_local_failure_under_ecmp_and_flowlane(
+    tmp_path: Path, run_mark: str
+) -> None:
     """A shortened failover: leaf1's uplink to spine2 fails at 3 s and is back at 6 s."""
     harness.check_prerequisites()
     document = yaml.safe_load((scenario.SCENARIOS / "failover.yaml").read_text())
@@ -275,4 +326,21 @@ def test_failover_runs_a_local_failure_under_ecmp_and_flowlane(tmp_path: Path) -
             f" longest gap {down.probe_longest_gap_ms} ms; training back to 0.9 of the new"
             f" optimum after {down.recovery_s} s"
         )
-    assert_clean("failover", out)
+    # The targets (docs/benchmarks.md, 27 s phases: flowlane lost 0 ms of the probe to the
+    # local failure and was back to 0.9 of the new optimum in 0.4 s; ecmp lost 2 ms).
+    flowlane = report.phases[Mode.FLOWLANE]
+    down = flowlane.events[0]
+    assert down.probe_crossed, "the probe did not cross the failing link: nothing was tested"
+    assert down.probe_loss_ms is not None and down.probe_loss_ms <= FAILOVER_MAX_LOSS_MS, down
+    assert down.recovery_s is not None and down.recovery_s <= FAILOVER_MAX_RECOVERY_S, down
+    # Both modes see the same failure in the same run: placement never does worse than
+    # hashing (docs: 0.75 of the optimum against 0.46 when ecmp hashed both onto one spine).
+    rows = {row.mode: row for row in report.headline}
+    assert rows[Mode.FLOWLANE].goodput_over_optimum is not None
+    assert rows[Mode.ECMP].goodput_over_optimum is not None
+    assert (
+        rows[Mode.FLOWLANE].goodput_over_optimum
+        >= FAILOVER_VS_ECMP * rows[Mode.ECMP].goodput_over_optimum
+    ), rows
+    assert rows[Mode.FLOWLANE].jain is not None and rows[Mode.FLOWLANE].jain >= FAILOVER_MIN_JAIN
+    assert_clean("failover", run_mark)
