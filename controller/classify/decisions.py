@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from controller.classify.flows import FlowId
+from controller.flowid import FlowId
 
 
 class DemotionReason(StrEnum):

@@ -57,8 +57,9 @@ from controller.classify.decisions import (
     Release,
     ReleaseReason,
 )
-from controller.classify.flows import CounterSample, FlowId, FlowState, FlowView
+from controller.classify.flows import CounterSample, FlowState, FlowView
 from controller.classify.thresholds import Thresholds
+from controller.flowid import FlowId
 from controller.policy.detection import DetectionSpec
 
 REBIRTH_SLACK_S = 0.5

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from controller.classify.decisions import Decisions
 from controller.classify.detector import Detector
-from controller.classify.flows import CounterSample, FlowId, FlowState
+from controller.classify.flows import CounterSample, FlowState
 from controller.classify.records import ObservedFlow, Reclassification
+from controller.flowid import FlowId
 from controller.pipeline import tables
 from controller.pipeline.flows import InstalledFlow, Owner, cookie_owner
 from controller.pipeline.planner import Origin, learned_origin, override_flows

@@ -17,7 +17,7 @@ from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, TypeAdapter
 
-from controller.classify.flows import ETH_TYPE_IPV6, FlowId
+from controller.flowid import ETH_TYPE_IPV6, FlowId
 from controller.records import RECORD_CONFIG
 
 

@@ -104,7 +104,7 @@ def controller(
         print_policy_error(exc)
         raise typer.Exit(2) from None
     # Imported late: os-ken is heavy and not needed to report a bad policy.
-    from controller.openflow.redis_link import RedisLink
+    from controller.link.redis_link import RedisLink
     from controller.openflow.runner import run_controller
     from controller.openflow.settings import ActivePolicy, ControllerSettings
     from controller.qos.ovsdb import Ovsdb  # the OVS Python IDL: python3-openvswitch

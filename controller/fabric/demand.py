@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from controller.classify.flows import FlowId
+from controller.flowid import FlowId
 
 _TOLERANCE_BPS = 1e-3
 """Two demands closer than this are the same: the passes have converged."""

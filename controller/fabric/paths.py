@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, TypeAlias
 
 import networkx as nx
 
-from controller.classify.flows import IP_PROTO_TCP, FlowId
 from controller.fabric.model import Link, Path, PortRef, Topology
+from controller.flowid import IP_PROTO_TCP, FlowId
 
 if TYPE_CHECKING:
     _Reachability: TypeAlias = nx.DiGraph[int]

@@ -30,9 +30,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from controller.classify.flows import FlowId
 from controller.fabric.model import Link, Path, PortRef, Topology
 from controller.fabric.paths import FabricGraph
+from controller.flowid import FlowId
 
 PLACED = "placed"
 REBALANCED = "rebalanced"

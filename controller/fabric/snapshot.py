@@ -24,8 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from controller.classify.flows import ETH_TYPE_IPV4, ETH_TYPE_IPV6, FlowId
 from controller.fabric.model import Host, Link, Path, PortRef, Topology
+from controller.flowid import ETH_TYPE_IPV4, ETH_TYPE_IPV6, FlowId
 
 LINK = "link"
 HOST = "host"

@@ -2,35 +2,19 @@
 
 os-ken's ``Datapath.set_xid`` is a plain increment; the switch worker, the
 discovery loop and the packet-in handler all send to one datapath, so every
-xid here is taken under one lock and no two requests share one (which would
-hand one waiter the other's reply).
+xid here is taken under one lock (``osken_internals``) and no two requests
+share one (which would hand one waiter the other's reply).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 from controller.openflow.flowstats import RawFlowStats
+from controller.openflow.osken_internals import assign_xid, reserve_xids
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
 from controller.openflow.wire import BARRIER, with_xid
-
-_XID_LOCK = threading.Lock()
-
-
-def assign_xid(datapath: Any, msg: Any) -> int:
-    with _XID_LOCK:
-        datapath.set_xid(msg)
-    return int(msg.xid)
-
-
-def reserve_xids(datapath: Any, count: int) -> list[int]:
-    """``count`` consecutive xids, as ``set_xid`` would hand them out one by one."""
-    with _XID_LOCK:
-        first = int(datapath.xid)
-        datapath.xid = (first + count) & datapath.ofproto.MAX_XID
-    return [(first + n) & datapath.ofproto.MAX_XID for n in range(1, count + 1)]
 
 
 class Channel:
@@ -41,17 +25,15 @@ class Channel:
         datapath: Any,
         replies: ReplyWaiter,
         timeout_s: float,
-        raw: RawFlowStats | None = None,
+        raw: RawFlowStats,
     ) -> None:
         self.datapath = datapath
         self._replies = replies
         self._timeout_s = timeout_s
         self._raw = raw
 
-    def request_raw_flow_stats(self, msg: Any) -> list[Any] | None:
-        """A flow-stats request whose reply parts come back as raw bodies (None: no registry)."""
-        if self._raw is None:
-            return None
+    def request_raw_flow_stats(self, msg: Any) -> list[Any]:
+        """A flow-stats request whose reply parts come back as raw bodies (``memoryview``)."""
         xid = assign_xid(self.datapath, msg)
         self._raw.register(self.dpid, xid)  # before sending: the reply may beat send_msg
         try:

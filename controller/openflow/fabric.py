@@ -19,7 +19,6 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.classify.records import ObservedFlow
 from controller.fabric.demand import FlowDemandInput, estimate_demands
 from controller.fabric.model import Host, Link, Path, PortRef, Topology
@@ -36,6 +35,7 @@ from controller.fabric.snapshot import (
     reroute_event,
     topology_events,
 )
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.openflow import frames
 from controller.openflow.observer import PortState
 from controller.openflow.settings import ControllerSettings

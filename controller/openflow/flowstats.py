@@ -28,10 +28,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from controller.classify.flows import (
-    CounterSample,
-    FlowId,
-)
+from controller.classify.flows import CounterSample
+from controller.flowid import FlowId
 
 OFP_VERSION = 4
 OFPT_MULTIPART_REPLY = 19
@@ -218,11 +216,12 @@ class RawFlowStats:
 
     def install(self) -> None:
         """Route os-ken's multipart-reply parsing through this registry (idempotent)."""
-        from os_ken.ofproto import ofproto_v1_3 as v13
+        # Imported here: decoding needs no os-ken, and the benchmarks load this module alone.
         from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
-        parsers: dict[int, Any] = v13_parser._MSG_PARSERS
-        current = parsers[v13.OFPT_MULTIPART_REPLY]
+        from controller.openflow import osken_internals
+
+        current = osken_internals.multipart_reply_parser()
         original = getattr(current, "flowlane_original", current)
 
         def parse(
@@ -240,7 +239,7 @@ class RawFlowStats:
             return original(datapath, version, msg_type, msg_len, xid, buf)
 
         parse.flowlane_original = original  # type: ignore[attr-defined]
-        parsers[v13.OFPT_MULTIPART_REPLY] = parse
+        osken_internals.set_multipart_reply_parser(parse)
 
 
 def deferred_body(msg: Any) -> memoryview | None:

@@ -23,12 +23,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER
 
 from controller.openflow.flowstats import deferred_body
 from controller.openflow.handlers import on_event
+from controller.openflow.osken_internals import openflow_brick
 from controller.openflow.replies import ReplyWaiter
 
 LOG = logging.getLogger("flowlane.controller")
@@ -60,7 +60,7 @@ class InlineReplies:
         """Register with os-ken's OpenFlow brick (once its apps exist, before switches come)."""
         if self._brick is not None:
             return
-        brick = app_manager.lookup_service_brick("ofp_event")
+        brick = openflow_brick()
         if brick is None:
             raise RuntimeError("os-ken's ofp_event brick is not running: no OpenFlow handler")
         handlers: list[tuple[Any, Any]] = [(ev, self._multipart) for ev in MULTIPART_REPLIES]

@@ -30,32 +30,16 @@ import threading
 import time
 from typing import Any
 
-from os_ken.controller import controller as ofp_controller
 from os_ken.lib import hub
 
+from controller.openflow.osken_internals import (
+    StoppableDatapath,
+    listening_socket,
+    replace_stream_server,
+    restore_stream_server,
+)
+
 LOG = logging.getLogger("flowlane.controller")
-
-
-class _Datapath(ofp_controller.Datapath):  # type: ignore[misc]
-    """os-ken's datapath, whose send loop ends with its receive loop."""
-
-    def _recv_loop(self) -> None:
-        try:
-            super()._recv_loop()  # closes the socket when it ends
-        finally:
-            self._wake_send_loop()
-
-    def _wake_send_loop(self) -> None:
-        """Queue a close marker so ``_send_loop`` leaves ``send_q.get()``.
-
-        Its ``sendall`` on the closed socket fails and it ends, as it does on
-        any send error.  The marker takes a slot of os-ken's send semaphore,
-        as every queued message does; when none is free the send loop is busy
-        sending and ends on its own at the closed socket.
-        """
-        queue = self.send_q
-        if queue is not None and self._send_q_sem.acquire(blocking=False):
-            queue.put((b"", True))
 
 
 class Listener:
@@ -79,12 +63,11 @@ class Listener:
         ``OpenFlowController.server_loop`` looks ``StreamServer`` up in its
         module when it runs; replacing that one name is the whole hook.
         """
-        self._original = ofp_controller.StreamServer
-        ofp_controller.StreamServer = functools.partial(_Server, self)
+        self._original = replace_stream_server(functools.partial(_Server, self))
 
     def uninstall(self) -> None:
         if self._original is not None:
-            ofp_controller.StreamServer = self._original
+            restore_stream_server(self._original)
             self._original = None
 
     def stop(self, timeout_s: float) -> None:
@@ -150,7 +133,7 @@ class Listener:
 
     def serve_switch(self, sock: Any, address: Any) -> None:
         """os-ken's ``datapath_connection_factory``, with our datapath and its bookkeeping."""
-        with contextlib.closing(_Datapath(sock, address)) as datapath:
+        with contextlib.closing(StoppableDatapath(sock, address)) as datapath:
             with self._lock:
                 if self._stopping:
                     return
@@ -178,7 +161,7 @@ class _Server(hub.StreamServer):  # type: ignore[misc]
     def serve_forever(self) -> None:
         while not self._listener.stopping:
             try:
-                sock, address = self.server.accept()
+                sock, address = listening_socket(self).accept()
             except OSError:
                 if self._listener.stopping:
                     return
@@ -187,7 +170,8 @@ class _Server(hub.StreamServer):  # type: ignore[misc]
 
     def close(self) -> None:
         # shutdown() wakes a thread blocked in accept() (Linux); close() alone would not.
+        server = listening_socket(self)
         with contextlib.suppress(OSError):
-            self.server.shutdown(socket.SHUT_RDWR)
+            server.shutdown(socket.SHUT_RDWR)
         with contextlib.suppress(OSError):
-            self.server.close()
+            server.close()

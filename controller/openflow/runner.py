@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 from os_ken import cfg
 from os_ken.base.app_manager import AppManager
@@ -30,9 +30,9 @@ from os_ken.controller import controller as _ofp_controller  # noqa: F401  (ofp-
 from os_ken.lib import hub
 
 from controller.openflow.listener import Listener
-from controller.openflow.redis_link import RedisLink
 from controller.openflow.settings import ControllerSettings
 from controller.openflow.tls import OfpTls, listener_args
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 
 LOG = logging.getLogger("flowlane.controller")
@@ -42,6 +42,21 @@ APP_NAME = "FlowlaneApp"
 STOP_TIMEOUT_S = 2.0
 """How long a stop may take in all; each step below gets what is left of it."""
 _POLL_S = 0.1
+
+
+class PolicyFeed(Protocol):
+    """What the runner needs of the Redis link (``controller.link``), which it does not import.
+
+    ``run`` feeds policy and jobs versions to the app until ``stop``.
+    """
+
+    def run(
+        self,
+        apply: Callable[[Policy, int], None],
+        apply_jobs: Callable[[tuple[JobSpec, ...]], None] | None = None,
+    ) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 class _StopRequest:
@@ -78,7 +93,7 @@ def run_controller(
     ofp_host: str,
     ofp_port: int,
     reload_policy: Callable[[], Policy | None] | None = None,
-    redis_link: RedisLink | None = None,
+    redis_link: PolicyFeed | None = None,
     tls: OfpTls | None = None,
 ) -> None:
     """Listen for switches until SIGTERM/SIGINT, then stop everything and return.
@@ -154,7 +169,7 @@ def _shutdown(
     listener: Listener,
     manager: AppManager,
     services: list[threading.Thread],
-    redis_link: RedisLink | None,
+    redis_link: PolicyFeed | None,
     link_thread: threading.Thread | None,
 ) -> None:
     """Stop in the order that loses nothing, within ``STOP_TIMEOUT_S`` in all.

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from controller.classify.detector import Detector
-from controller.classify.flows import CounterSample, FlowId
 from controller.classify.reclassify import (
     Claimed,
     adopted_overrides,
@@ -29,6 +28,7 @@ from controller.classify.reclassify import (
 )
 from controller.classify.records import ObservedFlow
 from controller.classify.thresholds import refresh_warning
+from controller.flowid import FlowId
 from controller.openflow import messages, wire
 from controller.openflow.channel import Channel
 from controller.openflow.flowstats import decode_count_replies
@@ -253,15 +253,7 @@ class SwitchWorker:
     def _read_installed(self) -> tuple[_Installed, list[FlowCounters]]:
         datapath = self.channel.datapath
         request = messages.flow_stats_request(datapath)
-        bodies = self.channel.request_raw_flow_stats(request)
-        counted = (
-            [
-                FlowCounters(messages.installed_flow(s), s.packet_count, s.byte_count)
-                for s in self.channel.request(request)
-            ]
-            if bodies is None
-            else installed_entries(bodies, tables.COUNT)
-        )
+        counted = installed_entries(self.channel.request_raw_flow_stats(request), tables.COUNT)
         flows = [entry.flow for entry in counted]
         groups: dict[int, GroupEntry] = {}
         meters: dict[int, MeterEntry] = {}
@@ -489,19 +481,7 @@ class SwitchWorker:
             0,
             parser.OFPMatch(),
         )
-        bodies = self.channel.request_raw_flow_stats(request)
-        entries: list[tuple[CounterSample, int]]
-        if bodies is not None:
-            entries = decode_count_replies(bodies)
-        else:
-            entries = []
-            for entry in self.channel.request(request):
-                flow = FlowId.from_oxm(dict(entry.match.items()))
-                if flow is None:
-                    continue
-                age = entry.duration_sec + entry.duration_nsec / 1e9
-                sample = CounterSample(flow, entry.byte_count, entry.packet_count, age)
-                entries.append((sample, entry.cookie))
+        entries = decode_count_replies(self.channel.request_raw_flow_stats(request))
         samples, claimed = split_samples(entries)
         decisions = self.detector.observe(samples, now)
         metrics = self.settings.metrics

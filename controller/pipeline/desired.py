@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from controller.classify.flows import FlowId
 from controller.fabric.model import Path, Topology
+from controller.flowid import FlowId
 from controller.pipeline import tables
 from controller.pipeline.fabric import fabric_plan
 from controller.pipeline.flows import FlowEntry, Owner

@@ -24,9 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from controller.classify.flows import FlowId
 from controller.fabric.model import Path, Topology
 from controller.fabric.paths import FabricGraph
+from controller.flowid import FlowId
 from controller.pipeline import tables
 from controller.pipeline.flows import (
     OFPP_CONTROLLER,

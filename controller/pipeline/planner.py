@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from controller.classify.flows import FlowId
+from controller.flowid import FlowId
 from controller.pipeline import tables
 from controller.pipeline.flows import (
     OFPP_NORMAL,

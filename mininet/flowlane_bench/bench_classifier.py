@@ -48,7 +48,8 @@ from rich.console import Console
 from rich.table import Table
 
 from controller.classify.detector import Detector
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, CounterSample, FlowId
+from controller.classify.flows import CounterSample
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.policy.detection import DetectionSpec
 from controller.policy.load import load_policy_file
 from controller.policy.units import format_size

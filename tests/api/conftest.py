@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from controller.api.app import create_app
 from controller.api.settings import ApiSettings
 from controller.auth.model import Role
-from controller.classify.flows import FlowId
+from controller.flowid import FlowId
 from controller.pipeline.desired import FabricInputs, desired_state
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy

@@ -9,9 +9,9 @@ import redis
 from fastapi.testclient import TestClient
 
 from controller.api.routes.fabric import parse_host_address
-from controller.classify.flows import FlowId
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import FabricSnapshot, build_snapshot, pinned_view
+from controller.flowid import FlowId
 from controller.store.fabric import FabricStore
 
 LEAF1, LEAF2, LEAF3, SPINE1, SPINE2 = 1, 2, 3, 11, 12

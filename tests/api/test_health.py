@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from controller.api.errors import RETRY_AFTER_S
 from controller.api.routes.health import readiness_problem
 from controller.api.settings import ApiSettings
-from controller.openflow.redis_link import RedisLink
+from controller.link.redis_link import RedisLink
 from controller.policy.load import parse_policy
 from controller.store.epoch import EpochStore, Regression, RegressionFlag
 from controller.store.liveness import CONTROLLER_MAX_AGE_S, HEARTBEAT_INTERVAL_S
@@ -171,7 +171,7 @@ def test_readyz_turns_503_within_the_max_age_of_a_killed_controller(
     """A controller process (default heartbeat) SIGKILLed: no goodbye, its beats just stop."""
     script = (
         "import json, sys\n"
-        "from controller.openflow.redis_link import RedisLink\n"
+        "from controller.link.redis_link import RedisLink\n"
         "from controller.policy.load import parse_policy\n"
         "document = json.loads(sys.argv[2])\n"
         "link = RedisLink(sys.argv[1], 'doomed')\n"

@@ -14,10 +14,10 @@ from typing import Any
 import redis
 from fastapi.testclient import TestClient
 
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.paths import pinned_paths
 from controller.fabric.snapshot import build_snapshot, pinned_view
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.pipeline.desired import FabricInputs
 from controller.policy.jobs import JobSpec
 from controller.store.fabric import FabricStore

@@ -23,9 +23,9 @@ from controller.api.routes.events import collect
 from controller.api.routes.fabric import scoped_snapshot
 from controller.auth.model import Principal, Role, networks_of
 from controller.auth.tenancy import FLOW_EVENTS, SHARED_EVENTS, Scope, flow_ends
-from controller.classify.flows import FlowId
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import FabricSnapshot, build_snapshot, pinned_view
+from controller.flowid import FlowId
 from controller.policy.tenants import Tenant
 from controller.store.events import Event, EventStore
 from controller.store.fabric import FabricStore

@@ -16,7 +16,8 @@ import pytest
 
 from controller.classify.decisions import Decisions
 from controller.classify.detector import Detector
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, CounterSample, FlowId
+from controller.classify.flows import CounterSample
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.policy.detection import DetectionSpec
 
 MIB = 1 << 20

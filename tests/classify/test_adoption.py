@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.classify.detector import Detector
-from controller.classify.flows import FlowId
 from controller.classify.reclassify import adopted_overrides
+from controller.flowid import FlowId
 from controller.pipeline.desired import desired_state
 from controller.pipeline.flows import InstalledFlow
 from controller.policy.load import parse_policy

@@ -6,14 +6,8 @@ import ipaddress
 
 import pytest
 
-from controller.classify.flows import (
-    ETH_TYPE_IPV4,
-    ETH_TYPE_IPV6,
-    IP_PROTO_TCP,
-    IP_PROTO_UDP,
-    CounterSample,
-    FlowId,
-)
+from controller.classify.flows import CounterSample
+from controller.flowid import ETH_TYPE_IPV4, ETH_TYPE_IPV6, IP_PROTO_TCP, IP_PROTO_UDP, FlowId
 
 V4 = FlowId(ETH_TYPE_IPV4, IP_PROTO_TCP, 0x0A000001, 0x0A000002, 40_000, 8000)
 V6 = FlowId(

@@ -15,13 +15,7 @@ from controller.classify.decisions import (
     ReleaseReason,
 )
 from controller.classify.detector import Detector
-from controller.classify.flows import (
-    ETH_TYPE_IPV4,
-    IP_PROTO_TCP,
-    IP_PROTO_UDP,
-    CounterSample,
-    FlowId,
-)
+from controller.classify.flows import CounterSample
 from controller.classify.reclassify import (
     Claimed,
     apply_decisions,
@@ -29,6 +23,7 @@ from controller.classify.reclassify import (
     split_samples,
 )
 from controller.classify.records import ObservedFlow, Reclassification
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, IP_PROTO_UDP, FlowId
 from controller.pipeline.flows import Owner, owner_cookie
 from controller.pipeline.planner import LEARNED_COOKIE, Origin, learned_cookie
 from controller.policy.jobs import JobSpec

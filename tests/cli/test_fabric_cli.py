@@ -10,12 +10,12 @@ import redis
 from prometheus_client import CollectorRegistry
 from typer.testing import CliRunner, Result
 
-from controller.classify.flows import FlowId
 from controller.cli.fabric import freshness, hops_text, port_full, utilization_text
 from controller.cli.main import app
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.placement import Pin
 from controller.fabric.snapshot import FabricSnapshot, build_snapshot, pinned_view, topology_events
+from controller.flowid import FlowId
 from controller.metrics import ControllerMetrics
 from controller.openflow.fabric import FabricShell
 from controller.openflow.settings import ActivePolicy, ControllerSettings

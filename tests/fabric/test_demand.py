@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, IP_PROTO_UDP, FlowId
 from controller.fabric.demand import FlowDemandInput, estimate_demands
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, IP_PROTO_UDP, FlowId
 
 GBIT = 1e9
 

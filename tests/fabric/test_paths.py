@@ -7,7 +7,6 @@ import time
 import networkx as nx
 import pytest
 
-from controller.classify.flows import FlowId
 from controller.fabric.model import Link, PortRef, Topology
 from controller.fabric.paths import (
     FabricGraph,
@@ -19,6 +18,7 @@ from controller.fabric.paths import (
     reverse_path,
     shortest_paths,
 )
+from controller.flowid import FlowId
 
 
 def spine(index: int) -> int:

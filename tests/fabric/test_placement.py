@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, IP_PROTO_UDP, FlowId
 from controller.fabric.model import Link, Path, PortRef, Topology
 from controller.fabric.optimum import Commodity, max_throughput
 from controller.fabric.paths import path_links, shortest_paths
@@ -24,6 +23,7 @@ from controller.fabric.placement import (
     PlacementSettings,
     place,
 )
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, IP_PROTO_UDP, FlowId
 
 MBIT = 1_000_000
 LINK = 20 * MBIT

@@ -7,7 +7,6 @@ import math
 
 import pytest
 
-from controller.classify.flows import FlowId
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import (
     FabricEvent,
@@ -26,6 +25,7 @@ from controller.fabric.snapshot import (
     topology_events,
     topology_of,
 )
+from controller.flowid import FlowId
 
 LEAF1, LEAF2, SPINE1, SPINE2 = 1, 2, 11, 12
 H1 = Host(mac=0x1, at=PortRef(LEAF1, 1), ipv4=0x0A000001)

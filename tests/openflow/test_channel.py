@@ -11,6 +11,7 @@ from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
 from controller.openflow.channel import Channel
+from controller.openflow.flowstats import RawFlowStats
 from controller.openflow.replies import ReplyWaiter, RequestFailedError
 from controller.openflow.wire import encode
 
@@ -72,7 +73,7 @@ def test_a_batch_is_one_write_of_every_message_then_the_barrier() -> None:
         replies.part(DPID, xid, [], False)
 
     datapath = FakeDatapath(answer)
-    Channel(datapath, replies, timeout_s=2.0).batch(flow_mods(datapath, 5))
+    Channel(datapath, replies, timeout_s=2.0, raw=RawFlowStats()).batch(flow_mods(datapath, 5))
     assert len(datapath.writes) == 1
     sent = messages_in(datapath.writes[0])
     assert [kind for kind, _ in sent] == [v13.OFPT_FLOW_MOD] * 5 + [v13.OFPT_BARRIER_REQUEST]
@@ -89,19 +90,23 @@ def test_an_error_for_any_message_of_the_batch_fails_it() -> None:
 
     datapath = FakeDatapath(answer)
     with pytest.raises(RequestFailedError, match=r"1 message\(s\) rejected.*type=5"):
-        Channel(datapath, replies, timeout_s=2.0).batch(flow_mods(datapath, 4))
+        Channel(datapath, replies, timeout_s=2.0, raw=RawFlowStats()).batch(flow_mods(datapath, 4))
 
 
 def test_a_closed_connection_fails_the_batch_at_once() -> None:
     datapath = FakeDatapath(lambda buf: None, open_=False)
     with pytest.raises(RequestFailedError, match="closed"):
-        Channel(datapath, ReplyWaiter(), timeout_s=5.0).batch(flow_mods(datapath, 2))
+        Channel(datapath, ReplyWaiter(), timeout_s=5.0, raw=RawFlowStats()).batch(
+            flow_mods(datapath, 2)
+        )
 
 
 def test_a_switch_that_never_answers_times_the_batch_out() -> None:
     datapath = FakeDatapath(lambda buf: None)
     with pytest.raises(RequestFailedError, match="no reply"):
-        Channel(datapath, ReplyWaiter(), timeout_s=0.2).batch(flow_mods(datapath, 2))
+        Channel(datapath, ReplyWaiter(), timeout_s=0.2, raw=RawFlowStats()).batch(
+            flow_mods(datapath, 2)
+        )
 
 
 def test_a_batch_takes_consecutive_xids_and_leaves_the_counter_after_them() -> None:
@@ -112,6 +117,6 @@ def test_a_batch_takes_consecutive_xids_and_leaves_the_counter_after_them() -> N
 
     datapath = FakeDatapath(answer)
     datapath.xid = v13.MAX_XID - 1  # the counter wraps as os-ken's does
-    Channel(datapath, replies, timeout_s=2.0).batch(flow_mods(datapath, 3))
+    Channel(datapath, replies, timeout_s=2.0, raw=RawFlowStats()).batch(flow_mods(datapath, 3))
     assert [xid for _, xid in messages_in(datapath.writes[0])] == [v13.MAX_XID, 0, 1, 2]
     assert datapath.xid == 2

@@ -20,12 +20,12 @@ from os_ken.lib.packet import arp, ether_types, ethernet, packet
 from prometheus_client import CollectorRegistry
 
 from controller.classify.detector import Detector
-from controller.classify.flows import FlowId
 from controller.classify.reclassify import observed_flows
 from controller.classify.records import ObservedFlow
 from controller.fabric.model import Host, Link, PortRef
 from controller.fabric.placement import Pin
 from controller.fabric.snapshot import describe_event
+from controller.flowid import FlowId
 from controller.metrics import ControllerMetrics
 from controller.openflow import frames
 from controller.openflow.fabric import FabricShell

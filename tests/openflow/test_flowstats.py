@@ -13,7 +13,8 @@ from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
-from controller.classify.flows import CounterSample, FlowId
+from controller.classify.flows import CounterSample
+from controller.flowid import FlowId
 from controller.openflow.flowstats import (
     FlowStatsError,
     RawFlowStats,

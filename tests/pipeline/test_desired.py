@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from controller.classify.flows import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.fabric.model import Host, Link, Path, PortRef, Topology
+from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.pipeline import tables
 from controller.pipeline.desired import DesiredState, FabricInputs, desired_state
 from controller.pipeline.fabric import (

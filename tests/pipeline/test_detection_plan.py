@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 from pathlib import Path
 
-from controller.classify.flows import FlowId
+from controller.flowid import FlowId
 from controller.pipeline import tables
 from controller.pipeline.flows import Learn, Owner, cookie_owner
 from controller.pipeline.planner import Origin, learned_origin, plan_switch

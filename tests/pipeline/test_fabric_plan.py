@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller.classify.flows import FlowId
 from controller.fabric.model import Host, Link, Path, PortRef, Topology
+from controller.flowid import FlowId
 from controller.pipeline import tables
 from controller.pipeline.fabric import (
     PUNT_METER_ID,

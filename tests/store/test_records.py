@@ -22,9 +22,9 @@ from pydantic import TypeAdapter
 from controller.api.routes.flows import flow_json
 from controller.api.routes.switches import switch_out
 from controller.api.schemas import FlowsOut, SwitchOut, SwitchQueuesOut
-from controller.classify.flows import ETH_TYPE_IPV4, ETH_TYPE_IPV6, FlowId
 from controller.classify.records import FlowRecord, ObservedFlow
 from controller.cli.top import top_view
+from controller.flowid import ETH_TYPE_IPV4, ETH_TYPE_IPV6, FlowId
 from controller.qos.plan import QueueSpec
 from controller.qos.records import QueueStats
 from controller.store.flows import FlowStore

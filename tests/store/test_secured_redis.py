@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from controller.auth.model import Role
-from controller.openflow.redis_link import RedisLink
+from controller.link.redis_link import RedisLink
 from controller.policy.load import parse_policy
 from controller.store.client import connect
 from controller.store.errors import StoreUnavailableError

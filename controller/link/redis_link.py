@@ -29,9 +29,9 @@ from typing import Any
 import redis
 
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
+from controller.link.outbox import Outbox
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
-from controller.openflow.outbox import Outbox
 from controller.pipeline.flows import FlowKey
 from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec, stored_jobs

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from controller.openflow.outbox import Outbox
+from controller.link.outbox import Outbox
 from controller.store.errors import StoreUnavailableError
 
 

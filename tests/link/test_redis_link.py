@@ -20,9 +20,9 @@ import yaml
 from flowlane_bench import harness
 from prometheus_client import CollectorRegistry
 
+from controller.link.redis_link import RedisLink, switch_report
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import PortState, SyncReport
-from controller.openflow.redis_link import RedisLink, switch_report
 from controller.pipeline.planner import plan_switch
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy

@@ -12,7 +12,7 @@ import yaml
 
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot, build_snapshot, topology_events
-from controller.openflow.redis_link import RedisLink
+from controller.link.redis_link import RedisLink
 from controller.policy.load import parse_policy
 from controller.store.client import connect
 from controller.store.events import EventStore
