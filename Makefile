@@ -40,6 +40,7 @@ scenarios: ovs
 
 bench: ovs scenarios
 	.venv/bin/python -m flowlane_bench.bench_propagation --out bench-propagation.json
+	.venv/bin/python -m flowlane_bench.bench_threads --out bench-threads.json
 	.venv/bin/python -m flowlane_bench.bench_detection --out bench-detection.json
 	.venv/bin/python -m flowlane_bench.bench_classifier
 	.venv/bin/python -m flowlane_bench.bench_soak --out bench-soak.json

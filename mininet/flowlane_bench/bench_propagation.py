@@ -59,6 +59,32 @@ def policy_document(rules: int, flipped: int | None = None) -> dict[str, Any]:
     }
 
 
+def provisioned(stack: harness.StackProcess, switches: int) -> bool:
+    """Every switch reported, with its queues on every port: set-up is over, and a change
+    is measured against a controller in its steady state."""
+    reports = httpx.get(f"{stack.api}/v1/switches", timeout=5, headers=stack.headers)
+    found = reports.json()["switches"]
+    return len(found) == switches and all(
+        port["queues"] for switch in found for port in switch["ports"]
+    )
+
+
+def change_to(client: httpx.Client, rules: int, flipped: int, timeout_s: float = 30) -> float:
+    """``PUT /v1/policy?wait=applied`` of ``policy_document(rules, flipped)``: its ms."""
+    body = json.dumps(policy_document(rules, flipped=flipped)).encode()
+    started = time.perf_counter()
+    response = client.put(
+        "/v1/policy",
+        content=body,
+        params={"wait": "applied", "timeout": timeout_s},
+        headers={"Content-Type": "application/json"},
+    )
+    elapsed = time.perf_counter() - started
+    if response.status_code not in (200, 201):  # 201 stored, 200 unchanged
+        raise RuntimeError(f"PUT failed: {response.status_code} {response.text}")
+    return 1000 * elapsed
+
+
 def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any]:
     harness.check_prerequisites()
     ofp_port = harness.free_port()
@@ -69,43 +95,23 @@ def run(switches: int, rules: int, changes: int, workdir: Path) -> dict[str, Any
         harness.stack(initial, workdir / "stack.log", ofp_port) as stack,
         harness.network(LinearTopo(k=switches, n=1), ofp_port),
     ):
-
-        def provisioned() -> bool:
-            # Every switch reported, with its queues on every port: set-up is over, and a
-            # change is measured against a controller in its steady state.
-            reports = httpx.get(f"{stack.api}/v1/switches", timeout=5, headers=stack.headers)
-            found = reports.json()["switches"]
-            return len(found) == switches and all(
-                port["queues"] for switch in found for port in switch["ports"]
-            )
-
-        harness.wait_for(f"{switches} switches to report their queues", provisioned, 60)
+        harness.wait_for(
+            f"{switches} switches to report their queues",
+            lambda: provisioned(stack, switches),
+            60,
+        )
         # One client for every change, as an orchestrator keeps one: a new httpx client
         # per request would add its own set-up (about 30 ms: the CA bundle, a connection)
         # to what is measured.
         with httpx.Client(base_url=stack.api, headers=stack.headers, timeout=60) as client:
             client.get("/v1/policy")  # the connection, opened before the clock starts
 
-            def change_to(flipped: int) -> float:
-                body = json.dumps(policy_document(rules, flipped=flipped)).encode()
-                started = time.perf_counter()
-                response = client.put(
-                    "/v1/policy",
-                    content=body,
-                    params={"wait": "applied", "timeout": 30},
-                    headers={"Content-Type": "application/json"},
-                )
-                elapsed = time.perf_counter() - started
-                if response.status_code not in (200, 201):  # 201 stored, 200 unchanged
-                    raise RuntimeError(f"PUT failed: {response.status_code} {response.text}")
-                return 1000 * elapsed
-
             # The first change after start-up is reported on its own: it also fills the
             # controller's caches (every rule's entries, every encoded flow-mod), which a
             # controller in service filled long ago.
-            first = change_to(rules - 1)
+            first = change_to(client, rules, rules - 1)
             for change in range(changes):
-                latencies.append(change_to(change % rules))
+                latencies.append(change_to(client, rules, change % rules))
         flows = len(harness.ofctl_cookies("s1"))
     return {
         "switches": switches,
