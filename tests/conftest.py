@@ -118,6 +118,22 @@ def root_logging_restored() -> Iterator[None]:
         root.setLevel(level)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def private_config_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """No process of the session writes the user's own configuration (``~/.config/flowlane``).
+
+    ``private_token_file`` below covers each test, but a module- or session-scoped fixture
+    starts its processes before any test's environment is set: an API started there would
+    write its bootstrap token beside the user's.  This sets the token file and the config
+    directory for the whole session first.
+    """
+    home = tmp_path_factory.mktemp("config-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CONFIG_HOME", str(home))
+        patch.setenv("FLOWLANE_TOKEN_FILE", str(home / "flowlane" / "token"))
+        yield home
+
+
 @pytest.fixture(autouse=True)
 def private_token_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """No test reads or writes the user's own API token file (``~/.config/flowlane/token``)."""

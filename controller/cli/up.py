@@ -45,7 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -69,6 +69,7 @@ from controller.auth.redact import redact
 from controller.cli.api import tls_options
 from controller.cli.controller import ofp_tls
 from controller.cli.credentials import (
+    REDIS_URL_FILE_ENV,
     redis_url_from_file,
     redis_url_warning,
     token_ttl_seconds,
@@ -393,6 +394,17 @@ def _say(message: str, error: bool = False) -> None:
     )
 
 
+def child_env(parent: Mapping[str, str], own: Mapping[str, str]) -> dict[str, str]:
+    """A child's environment: the parent's, then the child's own settings.
+
+    ``up`` hands its children the Redis it chose as ``$FLOWLANE_REDIS_URL``; a
+    ``$FLOWLANE_REDIS_URL_FILE`` inherited beside it would win in the child (a file beats a
+    URL there) and point the controller and the API at another Redis than ``up``'s.
+    """
+    inherited = {k: v for k, v in parent.items() if k != REDIS_URL_FILE_ENV}
+    return {**inherited, **own}
+
+
 @dataclass
 class _Child:
     name: str
@@ -411,7 +423,7 @@ class _Child:
             self.args,
             stdout=subprocess.DEVNULL if self.quiet else None,
             pass_fds=self.pass_fds,
-            env={**os.environ, **self.env} if self.env else None,
+            env=child_env(os.environ, self.env) if self.env else None,
         )
         return self.process
 
@@ -601,7 +613,10 @@ def up(
     ] = None,
     redis_url_file: Annotated[
         Path | None,
-        typer.Option(help="A file (0600) holding the URL of the Redis to use, password and all"),
+        typer.Option(
+            envvar=REDIS_URL_FILE_ENV,
+            help="A file (0600) holding the URL of the Redis to use, password and all",
+        ),
     ] = None,
     token_ttl: Annotated[
         str | None,

@@ -38,6 +38,7 @@ from controller.cli.up import (
     TokenState,
     _Child,
     _Stack,
+    child_env,
     cli_command,
     default_data_dir,
     first_policy_error,
@@ -690,3 +691,11 @@ def test_make_run_passes_a_policy_only_when_policy_is_set() -> None:
     assert "--policy policies/examples/mininet.yaml" in make_run_command(
         "POLICY=policies/examples/mininet.yaml"
     )
+
+
+def test_children_use_the_redis_up_chose_not_an_inherited_url_file() -> None:
+    """A ``$FLOWLANE_REDIS_URL_FILE`` in up's environment would beat the ``$FLOWLANE_REDIS_URL``
+    up gives its children (in them a file wins over a URL): they must not inherit it."""
+    parent = {"PATH": "/usr/bin", "FLOWLANE_REDIS_URL_FILE": "/etc/other-redis-url"}
+    env = child_env(parent, {"FLOWLANE_REDIS_URL": "redis://127.0.0.1:6390/0"})
+    assert env == {"PATH": "/usr/bin", "FLOWLANE_REDIS_URL": "redis://127.0.0.1:6390/0"}
