@@ -274,6 +274,11 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
             f"datapath id {datapath.id:016x} is served on a live connection from"
             f" {_address(old.channel.datapath)}"
         )
+        self._refuse(datapath, reason)
+
+    def _refuse(self, datapath: Any, reason: str) -> None:
+        """Hang up on a connection that may not serve its datapath id: logged, counted and
+        recorded as a switch-refused event, so an operator sees why a switch is not served."""
         LOG.warning("refused a switch connection from %s: %s", _address(datapath), reason)
         self.settings.metrics.refused_connections.labels(f"{datapath.id:016x}").inc()
         for observer in self.settings.observers:
@@ -293,13 +298,7 @@ class FlowlaneApp(app_manager.OSKenApp):  # type: ignore[misc]
         reason = dpid_binding_error(cert, datapath.id)
         if reason is None:
             return True
-        LOG.warning("refused a switch connection from %s: %s", _address(datapath), reason)
-        self.settings.metrics.refused_connections.labels(f"{datapath.id:016x}").inc()
-        for observer in self.settings.observers:
-            observer.switch_refused(datapath.id, _address(datapath), reason)
-        with contextlib.suppress(OSError):
-            datapath.close()
-            datapath.socket.close()
+        self._refuse(datapath, reason)
         return False
 
     def _served(self, datapath: Any) -> SwitchWorker | None:
