@@ -207,7 +207,7 @@ def flow_changes(installed: Iterable[InstalledFlow], planned: Iterable[FlowEntry
 
 
 class QueueLike(Protocol):
-    """A queue as planned (``QueueSpec``) or as a switch reports it (``QueueReport``)."""
+    """A queue as planned or as a switch reports it: the same record, ``QueueSpec``."""
 
     @property
     def queue_id(self) -> int: ...

@@ -36,9 +36,6 @@ from controller.qos.plan import QueueSpec
 from controller.records import RECORD_CONFIG
 from controller.store.client import text, translate_errors
 
-QueueReport = QueueSpec
-"""A queue as a switch reports it is the queue as planned for its port: one record."""
-
 
 @dataclass(frozen=True, slots=True)
 class PortReport:

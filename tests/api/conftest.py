@@ -20,9 +20,9 @@ from controller.flowid import FlowId
 from controller.pipeline.desired import FabricInputs, desired_state
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
-from controller.qos.plan import plan_port_qos
+from controller.qos.plan import QueueSpec, plan_port_qos
 from controller.store.policies import PolicyStore
-from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+from controller.store.switches import PortReport, SwitchReport, SwitchStore
 from controller.store.tokens import TokenStore
 
 DOCUMENT: dict[str, Any] = {
@@ -146,7 +146,7 @@ def synced_report(
     for port in PORTS:
         qos = plan_port_qos(policy, port.name, port.link_bps)
         queues = tuple(
-            QueueReport(q.queue_id, q.class_name, q.min_bps, q.max_bps, q.priority, q.dscp)
+            QueueSpec(q.queue_id, q.class_name, q.min_bps, q.max_bps, q.priority, q.dscp)
             for q in qos.queues
         )
         ports.append(PortReport(port.name, port.number, port.link_bps, qos.rate_bps, queues))

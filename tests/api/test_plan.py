@@ -10,7 +10,8 @@ from fastapi.testclient import TestClient
 from controller.api.planning import installed_flow
 from controller.pipeline.flows import FlowKey, InstalledFlow, MatchField
 from controller.policy.limits import MAX_POLICY_ENTRIES
-from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+from controller.qos.plan import QueueSpec
+from controller.store.switches import PortReport, SwitchReport, SwitchStore
 
 DPID = "0000000000000001"
 FOREIGN = (0, 0, (), 0x1234)  # OVS's own "table=0 priority=0 actions=NORMAL"
@@ -225,7 +226,7 @@ def test_reports_without_ports_or_with_queues_of_another_layout(
     client: TestClient, document: dict[str, Any], switches: SwitchStore
 ) -> None:
     switches.heartbeat("ctl-1")
-    queue = QueueReport(7, "legacy", 1_000, 2_000, 3, 10)
+    queue = QueueSpec(7, "legacy", 1_000, 2_000, 3, 10)
     switches.report(SwitchReport(1, "ctl-1", 0.0, None, (PortReport("p", 5, None, 123, (queue,)),)))
     [port] = only_switch(plan(client, document))["ports"]
     assert port["rate_bps"] == 123

@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from controller.store.switches import PortReport, QueueReport, SwitchReport, SwitchStore
+from controller.qos.plan import QueueSpec
+from controller.store.switches import PortReport, SwitchReport, SwitchStore
 
 
 def test_no_switches(client: TestClient) -> None:
@@ -21,7 +22,7 @@ def test_live_switches_with_ports_and_queues(
     client.put("/v1/policy", json=document)
     switches.heartbeat("ctl-1")
     switches.heartbeat("ctl-dead", now=1.0)
-    queue = QueueReport(0, "inference", 2_000_000_000, 10_000_000_000, 0, 46)
+    queue = QueueSpec(0, "inference", 2_000_000_000, 10_000_000_000, 0, 46)
     switches.report(
         SwitchReport(
             dpid=0x2A,

@@ -38,7 +38,6 @@ from controller.pipeline.planner import plan_switch
 from controller.pipeline.simulate import SimulatedSwitch
 from controller.policy.model import Policy
 from controller.qos.plan import PortQos, QueueSpec
-from controller.store.switches import QueueReport
 
 TRITON = make_match(
     MatchField("tcp_dst", 8000, 0xFFFE), MatchField("ip_proto", 6), MatchField("eth_type", 0x0800)
@@ -222,7 +221,7 @@ PLANNED = PortQos(
 )
 
 
-def report(queue: QueueSpec, **changes: Any) -> QueueReport:
+def report(queue: QueueSpec, **changes: Any) -> QueueSpec:
     fields = {
         "queue_id": queue.queue_id,
         "class_name": queue.class_name,
@@ -231,7 +230,7 @@ def report(queue: QueueSpec, **changes: Any) -> QueueReport:
         "priority": queue.priority,
         "dscp": queue.dscp,
     }
-    return QueueReport(**{**fields, **changes})
+    return QueueSpec(**{**fields, **changes})
 
 
 def test_a_port_without_queues_gets_every_queue() -> None:

@@ -10,15 +10,15 @@ import time
 import pytest
 import redis
 
+from controller.qos.plan import QueueSpec
 from controller.store.switches import (
     PRUNE_AFTER_S,
     PortReport,
-    QueueReport,
     SwitchReport,
     SwitchStore,
 )
 
-QUEUE = QueueReport(
+QUEUE = QueueSpec(
     queue_id=0, class_name="inference", min_bps=2_000, max_bps=10_000, priority=0, dscp=46
 )
 
