@@ -12,6 +12,7 @@ from typing import Protocol
 from controller.classify.records import ObservedFlow, Reclassification
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.pipeline.flows import FlowEntry
+from controller.pipeline.plan import PortState
 from controller.qos.plan import PortQos
 from controller.qos.telemetry import QueueStats
 
@@ -22,16 +23,6 @@ __all__ = [
     "SwitchObserver",
     "SyncReport",
 ]
-
-
-@dataclass(frozen=True)
-class PortState:
-    number: int
-    name: str
-    link_bps: int | None
-    up: bool = True
-    """Carrier up and not administratively down (fabric forwarding avoids dead ports)."""
-    hw_addr: int = 0
 
 
 @dataclass(frozen=True)
