@@ -12,7 +12,8 @@ from typing import Protocol
 from controller.classify.records import ObservedFlow, Reclassification
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.pipeline.flows import FlowEntry
-from controller.pipeline.plan import PortState
+from controller.pipeline.groups import GroupEntry, MeterEntry
+from controller.pipeline.plan import PortState, SwitchInputs
 from controller.qos.plan import PortQos
 from controller.qos.telemetry import QueueStats
 
@@ -36,6 +37,13 @@ class SyncReport:
     flows: tuple[FlowEntry, ...]
     queues: tuple[PortQos, ...]
     datapath_type: str | None
+    groups: tuple[GroupEntry, ...] = ()
+    """The groups the switch holds as of the same barrier."""
+    meters: tuple[MeterEntry, ...] = ()
+    """The meters the switch holds as of the same barrier."""
+    inputs: SwitchInputs | None = None
+    """What the plan of ``flows``, ``groups`` and ``meters`` was computed from, besides the
+    policy and jobs: the API's dry run plans a candidate policy from the same inputs."""
 
 
 class SwitchObserver(Protocol):

@@ -1,0 +1,226 @@
+"""``SwitchActor``: one switch's step run as an actor, its commands carried out.
+
+The actor holds the only reference to its switch's state; the runtime hands
+it one event at a time, so nothing here needs a lock.  Everything it does
+beyond calling ``step`` is carrying out commands: bytes to the connection,
+timers to the runtime's timer thread, OVSDB/tc work to the runtime's
+blocking pool (its result told back as an event), reports to observers, log
+lines, metrics, and what the fabric owner learns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from controller.actors.runtime import ActorSystem, Ref
+from controller.metrics import ControllerMetrics
+from controller.openflow.observer import SwitchObserver
+from controller.qos.ovsdb import Ovsdb
+from controller.switch import qoswork
+from controller.switch.commands import (
+    ClassCounts,
+    Command,
+    FabricInput,
+    FlowsObserved,
+    Log,
+    Metric,
+    QosApply,
+    QosWork,
+    QueuesObserved,
+    Reclassified,
+    Report,
+    Send,
+    Timer,
+)
+from controller.switch.events import (
+    UNSTAMPED,
+    Event,
+    QosDone,
+    QosResult,
+    QueueReadResult,
+    QueuesRead,
+)
+from controller.switch.state import SwitchConfig, SwitchState
+from controller.switch.step import step
+
+LOG = logging.getLogger("flowlane.controller")
+
+
+class Link(Protocol):
+    """What the actor needs of its switch's connection (the hub's ``Connection`` is one)."""
+
+    def send(self, data: bytes) -> bool: ...
+
+
+class Once:
+    """Lines said once per process (the local ovs-vswitchd's counter refresh serves every
+    switch): shared by every switch actor, so it takes a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._said: set[str] = set()
+
+    def first(self, text: str) -> bool:
+        with self._lock:
+            if text in self._said:
+                return False
+            self._said.add(text)
+            return True
+
+
+@dataclass
+class SwitchServices:
+    """What every switch actor needs from the controller around it (the app builds one)."""
+
+    runtime: ActorSystem
+    """Blocking work (OVSDB, tc) runs on its pool, keyed by switch."""
+    config: SwitchConfig = field(default_factory=SwitchConfig)
+    metrics: ControllerMetrics = field(default_factory=ControllerMetrics)
+    observers: Sequence[SwitchObserver] = ()
+    ovsdb: Ovsdb | None = None
+    """Needed when ``config.manage_qos``."""
+    fabric: Callable[[FabricInput], None] = lambda _input: None
+    """Ports, flows seen and port rates, for the fabric owner (called on the actor's thread:
+    it must only tell)."""
+    clock: Callable[[], float] = time.monotonic
+    """Stamps events that arrive without a time (``events.UNSTAMPED``)."""
+    once: Once = field(default_factory=Once)
+
+
+class SwitchActor:
+    """One switch: ``receive`` steps its state and carries out the commands.
+
+    Spawn it with ``spawn_switch``, or spawn it and ``bind`` the ref yourself: timers and the
+    results of blocking work come back through that ref.
+    """
+
+    def __init__(self, link: Link, state: SwitchState, services: SwitchServices) -> None:
+        self.link = link
+        self.state = state
+        self.services = services
+        self.tag = state.tag
+        self._ref: Ref[Event] | None = None
+
+    def bind(self, ref: Ref[Event]) -> None:
+        self._ref = ref
+
+    def receive(self, event: Event) -> None:
+        now = getattr(event, "now", 0.0)
+        if isinstance(now, float) and math.isnan(now):
+            event = dataclasses.replace(event, now=self.services.clock())
+        try:
+            self.state, commands = step(self.state, event, self.services.config)
+        except Exception:
+            # A bug, not the switch: the state stays as it was, the next event goes on.
+            LOG.exception("switch %s: step failed on %s", self.tag, type(event).__name__)
+            return
+        for command in commands:
+            try:
+                self._carry_out(command)
+            except Exception:
+                LOG.exception("switch %s: %r failed", self.tag, type(command).__name__)
+
+    # ---- commands -------------------------------------------------------------------
+
+    def _carry_out(self, command: Command) -> None:
+        if isinstance(command, Send):
+            self.link.send(command.data)  # False: closing; ``Disconnected`` follows
+        elif isinstance(command, Log):
+            self._log(command)
+        elif isinstance(command, Metric):
+            metric = getattr(self.services.metrics, command.name)
+            if command.labels:
+                metric = metric.labels(*command.labels)
+            getattr(metric, command.op)(command.value)
+        elif isinstance(command, Timer):
+            # Stamped when handled: a late timer's work is dated when it is done.
+            event = dataclasses.replace(command.event, now=UNSTAMPED)
+            self._bound().tell_after(command.delay_s, event)
+        elif isinstance(command, QosWork):
+            self._qos(command)
+        elif isinstance(command, FabricInput):
+            self.services.fabric(command)
+        elif isinstance(command, ClassCounts):
+            self.services.metrics.totals.set_classes(self.tag, command.totals)
+        elif isinstance(command, QueuesObserved):
+            self.services.metrics.totals.set_queues(self.tag, command.queues)
+            self._observe("queues_observed", self.state.dpid, list(command.queues))
+            if command.drops:
+                self._observe("queue_drops", self.state.dpid, list(command.drops))
+        else:
+            self._report(command)
+
+    def _report(self, command: Report | Reclassified | FlowsObserved) -> None:
+        if isinstance(command, Report):
+            self._observe("switch_synced", command.report)
+        elif isinstance(command, Reclassified):
+            self._observe("flows_reclassified", list(command.changes))
+        else:
+            self._observe("flows_observed", self.state.dpid, list(command.flows))
+
+    def _observe(self, method: str, *args: object) -> None:
+        for observer in self.services.observers:
+            try:
+                getattr(observer, method)(*args)
+            except Exception:
+                LOG.exception("switch %s: observer %r failed", self.tag, observer)
+
+    def _log(self, command: Log) -> None:
+        if command.once and not self.services.once.first(command.msg % command.args):
+            return
+        if command.exc_text is None:
+            LOG.log(command.level, command.msg, *command.args)
+        else:
+            LOG.log(command.level, command.msg + "\n%s", *command.args, command.exc_text.rstrip())
+
+    def _qos(self, command: QosWork) -> None:
+        ovsdb = self.services.ovsdb
+        ref = self._bound()
+        job = command.job
+        dpid = self.state.dpid
+        if ovsdb is None:
+            raise RuntimeError("QoS work asked for, but the actor was given no OVSDB")
+        if isinstance(job, QosApply):
+            apply = job
+
+            def done_apply(result: QosResult | BaseException) -> None:
+                if isinstance(result, BaseException):
+                    result = QosResult(apply.plans, error=repr(result))
+                ref.tell(QosDone(result))
+
+            self.services.runtime.blocking(
+                lambda: qoswork.apply(ovsdb, dpid, apply), done_apply, key=f"qos-{self.tag}"
+            )
+            return
+        read = job
+
+        def done_read(result: QueueReadResult | BaseException) -> None:
+            if isinstance(result, BaseException):
+                result = QueueReadResult({}, error=repr(result))
+            ref.tell(QueuesRead(result))
+
+        self.services.runtime.blocking(
+            lambda: qoswork.read_queues(ovsdb, dpid, read), done_read, key=f"qos-{self.tag}"
+        )
+
+    def _bound(self) -> Ref[Event]:
+        if self._ref is None:
+            raise RuntimeError("SwitchActor used before bind(ref)")
+        return self._ref
+
+
+def spawn_switch(
+    name: str, link: Link, state: SwitchState, services: SwitchServices
+) -> tuple[SwitchActor, Ref[Event]]:
+    """Spawn a switch actor on ``services.runtime`` and bind it to its ref."""
+    actor = SwitchActor(link, state, services)
+    ref: Ref[Event] = services.runtime.spawn(name, actor)
+    actor.bind(ref)
+    return actor, ref

@@ -1,0 +1,252 @@
+"""OpenFlow 1.3 bytes in and out of the switch step: no connection, no os-ken Datapath.
+
+Decoding turns one whole message into the little the step needs.  Flow-stats
+replies are never handed to os-ken: their bodies stay raw bytes for
+flowlane's own decoders (``installed_entries``, ``decode_count_replies``),
+which read them about ten times faster.  The other replies (port
+descriptions, port status, group descriptions, meter configurations, port
+stats) are parsed by os-ken's parser classes, which only need an object
+naming the protocol modules as their ``datapath`` (``DATAPATH``).
+
+Encoding gives each request the xid the step chose: the step owns the
+switch's xid counter, so nothing here counts.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Container, Iterator, Sequence
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any, Final
+
+from os_ken.ofproto import ofproto_parser as osken_parser
+from os_ken.ofproto import ofproto_v1_3 as v13
+from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
+
+from controller.openflow import messages, wire
+from controller.openflow.flowstats import multipart_body
+from controller.pipeline import tables
+from controller.pipeline.diff import FlowDiff
+from controller.pipeline.groups import GroupDiff, MeterEntry
+from controller.pipeline.plan import PortState
+
+DATAPATH: Final[Any] = SimpleNamespace(ofproto=v13, ofproto_parser=v13_parser, id=None)
+"""What os-ken's OpenFlow 1.3 message classes read from a datapath, and nothing more.
+``id`` None: no registry keyed by datapath (``RawFlowStats``) ever claims a parse."""
+
+OFPP_MAX: Final = 0xFFFFFF00
+"""Ports above this are reserved (``LOCAL``, ``CONTROLLER``...): not the switch's own."""
+
+_HEADER: Final = struct.Struct("!BBHI")
+_MULTIPART: Final = struct.Struct("!HH")
+_ERROR: Final = struct.Struct("!HH")
+OFPMPF_REPLY_MORE: Final = 1
+
+# Multipart types the step asks for.
+MP_FLOW: Final = v13.OFPMP_FLOW
+MP_PORT_STATS: Final = v13.OFPMP_PORT_STATS
+MP_GROUP_DESC: Final = v13.OFPMP_GROUP_DESC
+MP_METER_CONFIG: Final = v13.OFPMP_METER_CONFIG
+MP_PORT_DESC: Final = v13.OFPMP_PORT_DESC
+
+PORT_REASONS: Final = {
+    v13.OFPPR_ADD: "added",
+    v13.OFPPR_DELETE: "deleted",
+    v13.OFPPR_MODIFY: "modified",
+}
+
+
+class CodecError(ValueError):
+    """Bytes that are not one whole OpenFlow 1.3 message the step can use."""
+
+
+# ---- decoding -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a multipart reply. ``body``: the raw body (flow stats) or os-ken's parsed
+    entries (everything else)."""
+
+    xid: int
+    mp_type: int
+    more: bool
+    body: bytes | tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ErrorReply:
+    xid: int
+    type: int
+    code: int
+
+    @property
+    def text(self) -> str:
+        return f"switch error type={self.type} code={self.code} for xid {self.xid:#x}"
+
+
+@dataclass(frozen=True)
+class BarrierReply:
+    xid: int
+
+
+@dataclass(frozen=True)
+class PortStatus:
+    reason: int
+    port: PortState
+
+    @property
+    def deleted(self) -> bool:
+        return bool(self.reason == v13.OFPPR_DELETE)
+
+    @property
+    def reason_text(self) -> str:
+        return PORT_REASONS.get(self.reason, str(self.reason))
+
+
+@dataclass(frozen=True)
+class Other:
+    """A message the step has no use for (packet-in, flow-removed, echo...)."""
+
+    msg_type: int
+    xid: int
+
+
+Decoded = Part | ErrorReply | BarrierReply | PortStatus | Other
+
+
+def header(data: bytes) -> tuple[int, int, int, int]:
+    """(version, type, length, xid) of the message at the start of ``data``."""
+    if len(data) < _HEADER.size:
+        raise CodecError(f"{len(data)} bytes is shorter than an OpenFlow header")
+    version, msg_type, length, xid = _HEADER.unpack_from(data, 0)
+    return int(version), int(msg_type), int(length), int(xid)
+
+
+def split(data: bytes) -> Iterator[bytes]:
+    """The whole messages of a stream of them (a batch is sent as one write)."""
+    offset = 0
+    while offset < len(data):
+        _, _, length, _ = header(data[offset:])
+        if length < _HEADER.size or offset + length > len(data):
+            raise CodecError(f"message at byte {offset} has length {length}")
+        yield data[offset : offset + length]
+        offset += length
+
+
+def decode(data: bytes) -> Decoded:
+    """One whole message, as the step needs it."""
+    version, msg_type, length, xid = header(data)
+    if version != v13.OFP_VERSION:
+        raise CodecError(f"OpenFlow version {version}, not 1.3")
+    if length != len(data):
+        raise CodecError(f"message says {length} bytes, has {len(data)}")
+    if msg_type == v13.OFPT_BARRIER_REPLY:
+        return BarrierReply(xid)
+    if msg_type == v13.OFPT_ERROR:
+        if length < _HEADER.size + _ERROR.size:
+            raise CodecError("error message too short")
+        err_type, code = _ERROR.unpack_from(data, _HEADER.size)
+        return ErrorReply(xid, int(err_type), int(code))
+    if msg_type == v13.OFPT_MULTIPART_REPLY:
+        if length < _HEADER.size + _MULTIPART.size:
+            raise CodecError("multipart reply too short")
+        mp_type, flags = _MULTIPART.unpack_from(data, _HEADER.size)
+        more = bool(flags & OFPMPF_REPLY_MORE)
+        if mp_type == MP_FLOW:
+            return Part(xid, mp_type, more, bytes(multipart_body(data)))
+        return Part(xid, mp_type, more, tuple(_parsed(data).body))
+    if msg_type == v13.OFPT_PORT_STATUS:
+        msg = _parsed(data)
+        return PortStatus(int(msg.reason), port_state(msg.desc))
+    return Other(msg_type, xid)
+
+
+def _parsed(data: bytes) -> Any:
+    version, msg_type, length, xid = header(data)
+    try:
+        return osken_parser.msg(DATAPATH, version, msg_type, length, xid, data)
+    except Exception as exc:
+        raise CodecError(f"os-ken cannot parse message type {msg_type}: {exc!r}") from exc
+
+
+def port_state(desc: Any) -> PortState:
+    """A port description (reply or port status) as the controller keeps it."""
+    return PortState(
+        desc.port_no,
+        desc.name.decode(errors="replace") if isinstance(desc.name, bytes) else str(desc.name),
+        desc.curr_speed * 1000 if desc.curr_speed else None,
+        up=not (desc.state & v13.OFPPS_LINK_DOWN) and not (desc.config & v13.OFPPC_PORT_DOWN),
+        hw_addr=_mac(desc.hw_addr),
+    )
+
+
+def _mac(value: Any) -> int:
+    if isinstance(value, str):
+        try:
+            return int(value.replace(":", ""), 16)
+        except ValueError:
+            return 0
+    return int(value) if isinstance(value, int) else 0
+
+
+def own_ports(body: Sequence[Any]) -> tuple[PortState, ...]:
+    """The switch's own ports of a port-description reply (reserved ones left out)."""
+    return tuple(port_state(port) for port in body if port.port_no <= OFPP_MAX)
+
+
+# ---- encoding -----------------------------------------------------------------------------
+
+
+def _request(msg: Any) -> bytes:
+    return wire.encode(msg)
+
+
+PORT_DESC: Final = _request(v13_parser.OFPPortDescStatsRequest(DATAPATH, 0))
+FLOWS: Final = _request(messages.flow_stats_request(DATAPATH))
+"""Every table's entries (the counting table's are skipped when decoded)."""
+GROUPS: Final = _request(messages.group_desc_request(DATAPATH))
+METERS: Final = _request(messages.meter_config_request(DATAPATH))
+COUNT_FLOWS: Final = _request(
+    v13_parser.OFPFlowStatsRequest(
+        DATAPATH, 0, tables.COUNT, v13.OFPP_ANY, v13.OFPG_ANY, 0, 0, v13_parser.OFPMatch()
+    )
+)
+"""The counting table's entries (detection)."""
+PORT_STATS: Final = _request(v13_parser.OFPPortStatsRequest(DATAPATH, 0, v13.OFPP_ANY))
+BARRIER: Final = wire.BARRIER
+
+
+def with_xid(request: bytes, xid: int) -> bytes:
+    return wire.with_xid(request, xid)
+
+
+def batch_messages(
+    flows: FlowDiff,
+    groups: GroupDiff,
+    meters: Sequence[MeterEntry],
+    installed_meters: Container[int],
+) -> list[bytes]:
+    """A sync's messages in the order they must go (xids not set).
+
+    Meters and groups before the flows that use them; flow adds before deletes, so
+    traffic never falls through a gap; groups deleted after the flows that used them.
+    """
+    dp = wire.PROTOCOL
+    return [
+        *(
+            wire.encode(
+                messages.meter_modify(dp, m)
+                if m.meter_id in installed_meters
+                else messages.meter_add(dp, m)
+            )
+            for m in meters
+        ),
+        *(wire.encode(messages.group_add(dp, g)) for g in groups.add),
+        *(wire.encode(messages.group_modify(dp, g)) for g in groups.modify),
+        *(wire.flow_add(f) for f in flows.add),
+        *(wire.flow_delete(k) for k in flows.delete),
+        *(wire.encode(messages.flow_delete_by_cookie(dp, t, c)) for t, c in flows.delete_by_cookie),
+        *(wire.encode(messages.group_delete(dp, gid)) for gid in groups.delete),
+    ]
