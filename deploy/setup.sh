@@ -19,6 +19,9 @@ PACKAGES=(
   python3-venv
   prometheus           # promtool checks the alert rules; a test scrapes flowlane with it
   systemd              # systemd-analyze verifies the units in deploy/systemd
+  slurm-wlm            # slurmctld, slurmd, srun: tests/deploy/test_slurm.py runs deploy/slurm
+  munge                # Slurm's authentication, started by that test with its own key
+  curl                 # what deploy/slurm's prolog and epilog call the API with
   make
 )
 

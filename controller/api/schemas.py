@@ -236,6 +236,11 @@ class JobOut(BaseModel):
     traffic_class: str = Field(alias="class")
     endpoints: list[EndpointOut]
     ttl: float = Field(description="Seconds it lives after each registration")
+    weight: int = Field(
+        default=1,
+        description="Its share of its class's bandwidth relative to the class's other jobs"
+        " (1..100; 1 for a job stored before weights)",
+    )
     tenant: str | None = Field(
         default=None, description="The tenant of the token that registered it; null: none"
     )

@@ -38,6 +38,8 @@ app = typer.Typer(
 )
 
 _ENDPOINT_PATH = re.compile(r"^endpoints\[(\d+)\]")
+_OPTION_OF = {"class": "--class", "ttl": "--ttl", "weight": "--weight"}
+"""The option each top-level field of the request comes from, named next to its error."""
 
 
 def parse_endpoint(text: str) -> dict[str, Any]:
@@ -56,12 +58,17 @@ def parse_endpoint(text: str) -> dict[str, Any]:
     return endpoint
 
 
-def job_document(name: str, traffic_class: str, endpoints: list[str], ttl: str) -> dict[str, Any]:
+def job_document(
+    name: str, traffic_class: str, endpoints: list[str], ttl: str, weight: int | None = None
+) -> dict[str, Any]:
+    """The request body. ``weight`` only when given: the API's default is the one default,
+    and an API from before weights still takes a job that does not ask for one."""
     return {
         "name": name,
         "class": traffic_class,
         "endpoints": [parse_endpoint(text) for text in endpoints],
         "ttl": ttl,
+        **({"weight": weight} if weight is not None else {}),
     }
 
 
@@ -94,6 +101,8 @@ def _report_job_failure(
     """A refused job, each error next to the ``--endpoint`` it came from."""
 
     def hint(error: FieldError) -> str:
+        if error.path in _OPTION_OF:
+            return f" ({_OPTION_OF[error.path]})"
         match = _ENDPOINT_PATH.match(error.path)
         if match and int(match.group(1)) < len(endpoints):
             return f" (--endpoint {endpoints[int(match.group(1))]})"
@@ -105,7 +114,8 @@ def _report_job_failure(
 def render_job(body: dict[str, Any]) -> None:
     endpoints = ", ".join(endpoint_text(e) for e in body.get("endpoints", []))
     out.print(
-        f"[green]registered[/] job {body['name']}: class {body['class']}, {endpoints};"
+        f"[green]registered[/] job {body['name']}: class {body['class']},"
+        f" weight {body.get('weight', 1)}, {endpoints};"
         f" expires at {when(body.get('expires_at'))}"
         f" (in {remaining(body.get('expires_at'), time.time())})",
         highlight=False,
@@ -118,12 +128,13 @@ def render_jobs(body: dict[str, Any], now: float) -> None:
         out.print("no live job")
         return
     table = Table(title="jobs", title_justify="left")
-    for column in ("name", "class", "endpoints", "registered", "expires", "left"):
+    for column in ("name", "class", "weight", "endpoints", "registered", "expires", "left"):
         table.add_column(column)
     for job in jobs:
         table.add_row(
             job["name"],
             job["class"],
+            str(job.get("weight", 1)),
             "\n".join(endpoint_text(e) for e in job.get("endpoints", [])),
             when(job.get("created_at")),
             when(job.get("expires_at")),
@@ -150,6 +161,14 @@ def add(
     ttl: Annotated[
         str, typer.Option(help="How long it lasts unless added again: 30s, 10m, 1h (at most 168h)")
     ] = "1h",
+    weight: Annotated[
+        int | None,
+        typer.Option(
+            help="Its share of the class's bandwidth relative to the class's other jobs,"
+            " 1..100 (the API's default: 1)",
+            show_default=False,
+        ),
+    ] = None,
     api: ApiOption = DEFAULT_API,
     as_json: JsonOption = False,
 ) -> None:
@@ -159,7 +178,7 @@ def add(
     --endpoint at fault), or there is no policy yet; 3 if the API or Redis is
     unreachable.
     """
-    document = job_document(name, traffic_class, endpoints, ttl)
+    document = job_document(name, traffic_class, endpoints, ttl, weight)
     try:
         body = ApiClient(api).add_job(document)
     except ApiCallError as failure:
@@ -172,7 +191,7 @@ def add(
 
 @app.command("list")
 def list_jobs(api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> None:
-    """List live jobs: class, endpoints, and when each expires."""
+    """List live jobs: class, weight, endpoints, and when each expires."""
     try:
         body = ApiClient(api).jobs()
     except ApiCallError as failure:

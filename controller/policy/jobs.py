@@ -48,6 +48,12 @@ MAX_TTL_S = 7 * 24 * 3600.0
 
 MAX_ENDPOINTS = 64
 
+MAX_WEIGHT = 100
+"""The largest job weight. Weights become shares of a class's bandwidth on a port; at
+100:1 the lightest job's share is already under 1 % of the class, about where a
+queue's rate stops being kept, so larger ratios would promise what the datapath
+cannot give, and a typo (1000 for 10) would starve every other job."""
+
 
 def _parse_ttl(value: object) -> float:
     seconds = parse_duration(value)
@@ -131,6 +137,33 @@ class JobSpec(BaseModel):
     traffic_class: Name = Field(alias="class", description="A class of the active policy")
     endpoints: list[Endpoint] = Field(min_length=1, max_length=MAX_ENDPOINTS)
     ttl: TtlField = DEFAULT_TTL_S
+    weight: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_WEIGHT,
+        strict=True,
+        description="The job's share of its class's bandwidth on every port, relative to the"
+        " other jobs of the class (2 gets twice what 1 gets, whatever number of flows each"
+        f" opens): an integer from 1 to {MAX_WEIGHT}, because at {MAX_WEIGHT}:1 the lightest"
+        " job's share is already under 1 % of the class, about where a queue's rate is no"
+        " longer kept; default 1",
+    )
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _check_weight(cls, value: object) -> object:
+        """Say what a weight is, in place of pydantic's generic "valid integer": a scheduler
+        writing ``"2"`` or ``2.5`` should learn the rule, not guess it (strict: no strings,
+        floats or booleans, which JSON would otherwise turn into surprising integers)."""
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"weight must be a whole number from 1 to {MAX_WEIGHT}, not {value!r}")
+        if not 1 <= value <= MAX_WEIGHT:
+            raise ValueError(
+                f"weight {value} is outside 1..{MAX_WEIGHT}: a job's share is relative to the"
+                f" other jobs of its class, and beyond {MAX_WEIGHT}:1 the lightest job's share"
+                " would be too small for a queue to keep"
+            )
+        return value
 
     @property
     def entries(self) -> int:

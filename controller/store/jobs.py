@@ -30,7 +30,8 @@ MAX_ATTEMPTS = 16
 class JobRecord:
     name: str
     document: dict[str, Any]
-    """The job as registered (validated by the API): class, endpoints, ttl."""
+    """The job as registered (validated by the API): class, endpoints, ttl, weight (absent
+    from records written before weights: readers take 1)."""
     created_at: float
     expires_at: float
     tenant: str | None = None

@@ -64,6 +64,7 @@ def test_register_a_job(with_policy: TestClient, jobs: JobStore, events: EventSt
         "class": "training",
         "endpoints": endpoints,
         "ttl": 600.0,
+        "weight": 1,
         "tenant": None,
     }
     assert before <= body["created_at"] <= time.time()
@@ -77,8 +78,45 @@ def test_register_a_job(with_policy: TestClient, jobs: JobStore, events: EventSt
             "op": "registered",
             "class": "training",
             "endpoints": endpoints,
+            "weight": 1,
         }
     ]
+
+
+def test_a_weight_is_stored_listed_and_in_the_event(
+    with_policy: TestClient, jobs: JobStore, events: EventStore
+) -> None:
+    response = with_policy.post("/v1/jobs", json={**JOB, "weight": 3})
+    assert response.status_code == 201, response.text
+    assert response.json()["weight"] == 3
+    [stored] = jobs.all()
+    assert stored.document["weight"] == 3
+    assert with_policy.get("/v1/jobs").json()["jobs"][0]["weight"] == 3
+    assert with_policy.get("/v1/jobs/train-1").json()["weight"] == 3
+    assert job_events(events)[0]["weight"] == 3
+
+
+def test_a_bad_weight_is_422_naming_the_field_and_nothing_is_stored(
+    with_policy: TestClient, jobs: JobStore
+) -> None:
+    response = with_policy.post("/v1/jobs", json={**JOB, "weight": 0})
+    assert response.status_code == 422
+    [error] = response.json()["errors"]
+    assert error["path"] == "weight"
+    assert error["message"].startswith("weight 0 is outside 1..100:")
+    string = with_policy.post("/v1/jobs", json={**JOB, "weight": "2"}).json()["errors"]
+    assert string == [
+        {"path": "weight", "message": "weight must be a whole number from 1 to 100, not '2'"}
+    ]
+    assert jobs.all() == []
+
+
+def test_a_job_stored_before_weights_is_shown_with_weight_one(
+    with_policy: TestClient, jobs: JobStore
+) -> None:
+    document = {"class": "training", "endpoints": [{"ipv4": "10.0.1.7/32", "ports": None}]}
+    jobs.put("old-1", {**document, "ttl": 60.0}, 60)
+    assert with_policy.get("/v1/jobs/old-1").json()["weight"] == 1
 
 
 def test_the_ttl_defaults_to_an_hour(with_policy: TestClient) -> None:

@@ -67,8 +67,8 @@ def test_add_list_delete(runner: CliRunner, with_policy: str, redis_client: redi
     added = add(runner, with_policy, "--ttl", "10m")
     assert added.exit_code == 0, added.output
     assert (
-        "registered job train-1: class training, 10.0.0.0/24:4791, 10.0.1.7/32; expires at"
-        in flat(added.stdout)
+        "registered job train-1: class training, weight 1, 10.0.0.0/24:4791, 10.0.1.7/32;"
+        " expires at" in flat(added.stdout)
     )
     assert "(in 9m 5" in added.stdout
     [job] = JobStore(redis_client).all()
@@ -86,6 +86,36 @@ def test_add_list_delete(runner: CliRunner, with_policy: str, redis_client: redi
     assert invoke(runner, with_policy, "jobs", "list").stdout.strip() == "no live job"
     ops = [e.data["op"] for e in EventStore(redis_client).read() if e.kind == "job"]
     assert ops == ["registered", "deleted"]
+
+
+def test_add_with_a_weight_and_list_shows_it(
+    runner: CliRunner, with_policy: str, redis_client: redis.Redis
+) -> None:
+    added = add(runner, with_policy, "--weight", "3")
+    assert added.exit_code == 0, added.output
+    assert "registered job train-1: class training, weight 3," in flat(added.stdout)
+    [job] = JobStore(redis_client).all()
+    assert job.document["weight"] == 3
+    listed = invoke(runner, with_policy, "jobs", "list")
+    header, row = (
+        line for line in listed.stdout.splitlines() if "weight" in line or "train-1" in line
+    )
+    # The weight column sits under its header: the table shows 3 for train-1.
+    assert row[header.index("weight") :].split("│")[0].strip() == "3"
+    as_json = json.loads(invoke(runner, with_policy, "jobs", "list", "--json").stdout)
+    assert as_json["jobs"][0]["weight"] == 3
+
+
+def test_a_bad_weight_names_the_option(
+    runner: CliRunner, with_policy: str, redis_client: redis.Redis
+) -> None:
+    result = add(runner, with_policy, "--weight", "500")
+    assert result.exit_code == 1
+    stderr = flat(result.stderr)
+    assert "invalid job train-1: 1 error(s)" in stderr
+    assert "weight: weight 500 is outside 1..100" in stderr
+    assert "(--weight)" in stderr
+    assert JobStore(redis_client).all() == []
 
 
 def test_add_json_and_list_json_are_the_api_bodies(runner: CliRunner, with_policy: str) -> None:
@@ -240,6 +270,7 @@ def test_job_document_and_endpoint_text() -> None:
         "endpoints": [{"ipv4": "10.0.0.0/24", "ports": [1, "2-3"]}],
         "ttl": "30s",
     }
+    assert job_document("j", "training", ["10.0.0.5"], "30s", 4)["weight"] == 4
     assert endpoint_text({"ipv4": "10.0.0.0/24", "ports": [1, "2-3"]}) == "10.0.0.0/24:1,2-3"
     assert endpoint_text({"ipv4": "10.0.0.0/24", "ports": None}) == "10.0.0.0/24"
 

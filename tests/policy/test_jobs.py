@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from controller.policy.errors import FieldError, format_path
-from controller.policy.jobs import MAX_TTL_S, JobSpec, format_ports, job_errors
+from controller.policy.jobs import MAX_TTL_S, MAX_WEIGHT, JobSpec, format_ports, job_errors
 
 
 def spec(**changes: Any) -> dict[str, Any]:
@@ -134,8 +134,46 @@ def test_the_document_is_normalized_and_reads_back() -> None:
             {"ipv4": "10.1.0.0/16", "ports": None},
         ],
         "ttl": 600.0,
+        "weight": 1,
     }
     assert JobSpec.from_document("train-1", document) == job
+
+
+def test_weight_defaults_to_one_and_reads_back() -> None:
+    assert JobSpec.model_validate(spec()).weight == 1
+    job = JobSpec.model_validate(spec(weight=MAX_WEIGHT))
+    assert job.document()["weight"] == MAX_WEIGHT
+    assert JobSpec.from_document("train-1", job.document()) == job
+
+
+def test_a_document_stored_before_weights_reads_as_weight_one() -> None:
+    document = JobSpec.model_validate(spec()).document()
+    del document["weight"]
+    assert JobSpec.from_document("train-1", document).weight == 1
+
+
+@pytest.mark.parametrize(
+    ("weight", "message"),
+    [
+        (0, "weight 0 is outside 1..100: a job's share is relative to the other jobs of its class"),
+        (101, "weight 101 is outside 1..100"),
+        (-3, "weight -3 is outside 1..100"),
+        ("2", "weight must be a whole number from 1 to 100, not '2'"),
+        (2.0, "weight must be a whole number from 1 to 100, not 2.0"),
+        (True, "weight must be a whole number from 1 to 100, not True"),
+        (None, "weight must be a whole number from 1 to 100, not None"),
+    ],
+)
+def test_a_bad_weight_is_refused_with_its_reason(weight: object, message: str) -> None:
+    [(path, found)] = errors(spec(weight=weight))
+    assert path == "weight"
+    assert message in found
+
+
+def test_the_schema_documents_the_weight_bound() -> None:
+    schema = JobSpec.model_json_schema(by_alias=True)["properties"]["weight"]
+    assert (schema["minimum"], schema["maximum"], schema["default"]) == (1, MAX_WEIGHT, 1)
+    assert "from 1 to 100, because" in schema["description"]
 
 
 def test_format_ports() -> None:

@@ -158,3 +158,13 @@ def test_unreachable_redis_is_store_unavailable(unused_port: int) -> None:
         with pytest.raises(StoreUnavailableError, match=r"^Redis unavailable: "):
             call()
     client.close()
+
+
+def test_a_weight_round_trips_through_the_record(store: JobStore) -> None:
+    """The API stores the normalized document, weight included; readers get it back as written
+    (a record from before weights has none, and ``JobOut``/``JobSpec`` read that as 1)."""
+    store.put("train-1", {**DOCUMENT, "weight": 3}, 60, now=1000.0)
+    [record] = store.all(now=1000.0)
+    assert record.document["weight"] == 3
+    assert record.to_dict()["weight"] == 3
+    assert "weight" not in store.put("old-1", DOCUMENT, 60, now=1000.0).to_dict()

@@ -212,7 +212,11 @@ def _register(services: Services, spec: JobSpec, principal: Principal) -> JobRec
             spec.name,
             "registered",
             scope.tenant,
-            **{"class": spec.traffic_class, "endpoints": document["endpoints"]},
+            **{
+                "class": spec.traffic_class,
+                "endpoints": document["endpoints"],
+                "weight": spec.weight,
+            },
         ),
     )
     return record
@@ -266,7 +270,7 @@ def _delete(services: Services, name: str, principal: Principal) -> None:
         **_UNAVAILABLE,
     },
     openapi_extra={
-        **inline_body(JobSpec, "A job: its name, class, endpoints and ttl"),
+        **inline_body(JobSpec, "A job: its name, class, endpoints, ttl and weight"),
         **needs(Role.operator),
     },
 )
