@@ -163,6 +163,53 @@ class PortPlanOut(BaseModel):
     queues: QueueChangesOut
 
 
+class GroupChangesOut(BaseModel):
+    """Groups (fabric forwarding's multipath) by id: those the plan names and the switch lacks,
+    holds otherwise, or holds and the plan does not name (removed whoever made them)."""
+
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+    unchanged: int
+
+
+class MeterChangesOut(BaseModel):
+    """Meters by id (fabric forwarding's rate limit on packets to the controller)."""
+
+    added: list[str]
+    changed: list[str] = Field(description="`<planned> (was <held>)`")
+    kept: list[str] = Field(
+        description="Held and not planned: the controller leaves them (it deletes no meter)"
+    )
+    unchanged: int
+
+
+class PlanInputsOut(BaseModel):
+    """What this switch's plan was computed from, besides the policy and the live jobs."""
+
+    known: bool = Field(
+        description="False: the switch's controller published no plan inputs (it predates"
+        " them); the plan then uses the reported ports alone, all up, without detector"
+        " overrides or fabric inputs, and `note` says so"
+    )
+    policy_version: int | None = Field(
+        description="The version the switch planned from when it published these inputs"
+    )
+    jobs_version: int
+    ports_down: list[str] = Field(description="Ports the switch reports down")
+    overrides: int = Field(description="Detector overrides planned (elephants moved to a class)")
+    overrides_dropped: int = Field(
+        description="Overrides the switch holds that this plan drops: its controller starts"
+        " detection over when the detection section changes"
+    )
+    edge_ports: list[int] | None = Field(
+        description="Fabric forwarding: the ports where hosts may be (up, settled, facing no"
+        " switch); null: the switch published no fabric inputs"
+    )
+    pinned: int = Field(description="Fabric forwarding: elephants placed on a path")
+    note: str | None = Field(description="Why the inputs are incomplete, when they are")
+
+
 class SwitchPlanOut(BaseModel):
     dpid: str
     applied_version: int | None
@@ -170,7 +217,10 @@ class SwitchPlanOut(BaseModel):
     unresolved_rules: list[str] = Field(
         description="Rules naming an in_port this switch does not have: they install nothing"
     )
+    inputs: PlanInputsOut
     flows: FlowChangesOut
+    groups: GroupChangesOut
+    meters: MeterChangesOut
     ports: list[PortPlanOut]
 
 

@@ -337,6 +337,12 @@ def _changes_cell(changes: dict[str, Any]) -> str:
     )
 
 
+def _meters_cell(changes: dict[str, Any]) -> str:
+    """Meters are added and changed, never removed: the ones kept unplanned show as ``kept``."""
+    cell = f"+{len(changes['added'])} ~{len(changes['changed'])} ={changes['unchanged']}"
+    return cell + (f" kept {len(changes['kept'])}" if changes.get("kept") else "")
+
+
 def quota_lines(quotas: list[dict[str, Any]]) -> list[str]:
     """One line per quota of the plan: its use under the planned policy and the headroom
     left (a tenant's name is the API's text: printed without markup)."""
@@ -369,7 +375,8 @@ def render_plan(body: dict[str, Any]) -> None:
         out.print("valid; no live switch, so nothing would change now")
         return
     summary = Table(title="plan: what applying would change", title_justify="left")
-    for column in ("dpid", "runs version", "flows +add ~change -remove =same", "queues", ""):
+    columns = ("dpid", "runs version", "flows +add ~change -remove =same", "groups", "meters")
+    for column in (*columns, "queues", ""):
         summary.add_column(column)
     for switch in switches:
         queue_changes = sum(
@@ -379,10 +386,18 @@ def render_plan(body: dict[str, Any]) -> None:
             switch["dpid"],
             str(switch.get("applied_version") or "-"),
             _changes_cell(switch["flows"]),
+            _changes_cell(switch["groups"]) if "groups" in switch else "-",
+            _meters_cell(switch["meters"]) if "meters" in switch else "-",
             str(queue_changes),
             "[green]in sync[/]" if switch["in_sync"] else "[yellow]changes[/]",
         )
     out.print(summary)
+    for switch in switches:
+        inputs = switch.get("inputs") or {}
+        if inputs.get("note"):
+            out.print(
+                f"[yellow]note:[/] switch {switch['dpid']}: {inputs['note']}", highlight=False
+            )
     for switch in switches:
         if not switch["in_sync"]:
             _print_switch_changes(switch)
@@ -396,6 +411,16 @@ def _print_switch_changes(switch: dict[str, Any]) -> None:
             out.print(f"  [{style}]{marker}[/] {line}", highlight=False, soft_wrap=True)
     for line in flows["removed"]:
         out.print(f"  [red]-[/] {line}", highlight=False, soft_wrap=True)
+    groups = switch.get("groups") or {"added": [], "changed": [], "removed": []}
+    for marker, style, key in (("+", "green", "added"), ("~", "yellow", "changed")):
+        for line in groups[key]:
+            out.print(f"  [{style}]{marker}[/] {line}", highlight=False, soft_wrap=True)
+    for line in groups["removed"]:
+        out.print(f"  [red]-[/] {line}", highlight=False, soft_wrap=True)
+    meters = switch.get("meters") or {"added": [], "changed": []}
+    for marker, style, key in (("+", "green", "added"), ("~", "yellow", "changed")):
+        for line in meters[key]:
+            out.print(f"  [{style}]{marker}[/] {line}", highlight=False, soft_wrap=True)
     for port in switch["ports"]:
         queues = port["queues"]
         rate_changes = port.get("rate_bps") != port["planned_rate_bps"]
@@ -468,7 +493,8 @@ def apply(
 
 @app.command()
 def plan(file: FileArgument, api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> None:
-    """Show what FILE would change on every live switch (flows, queues); apply nothing."""
+    """Show what FILE would change on every live switch (flows, groups, meters, queues);
+    apply nothing."""
     document = _document_or_exit(file)
     try:
         body = ApiClient(api).plan(document)

@@ -51,6 +51,8 @@ from controller.store.errors import StoreUnavailableError, VersionConflictError
 from controller.store.events import EventStore
 from controller.store.fabric import FabricStore
 from controller.store.flows import FlowRecord, FlowStore
+from controller.store.groups import GroupRecord
+from controller.store.inputs import InputsRecord
 from controller.store.jobs import JobStore
 from controller.store.liveness import HEARTBEAT_INTERVAL_S
 from controller.store.policies import PolicyStore, PolicyVersion
@@ -71,6 +73,7 @@ announcements: it reads the whole active record, so not as often as the heartbea
 
 
 def switch_report(report: SyncReport, controller: str) -> SwitchReport:
+    """The stored record of a switch's report: what it holds, and what its plan came from."""
     queues = {plan.port_name: plan for plan in report.queues}
     return SwitchReport(
         dpid=report.dpid,
@@ -89,6 +92,9 @@ def switch_report(report: SyncReport, controller: str) -> SwitchReport:
             for port in report.ports
         ),
         flows=tuple(_reported_flow(flow.key, flow.cookie) for flow in report.flows),
+        groups=tuple(GroupRecord.of(group) for group in report.groups),
+        meters=report.meters,
+        inputs=None if report.inputs is None else InputsRecord.of(report.inputs),
     )
 
 

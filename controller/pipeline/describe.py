@@ -45,6 +45,7 @@ from controller.pipeline.flows import (
     SetQueue,
     WriteMetadata,
 )
+from controller.pipeline.groups import GroupEntry, MeterEntry
 from controller.policy.units import format_rate
 from controller.qos.plan import PortQos, QueueSpec
 
@@ -149,6 +150,28 @@ def format_flow(flow: FlowEntry | InstalledFlow, *, previous_cookie: int | None 
         cookie = f"{previous_cookie:#x}->{cookie}"
     parts.append(f"cookie={cookie}")
     return " ".join(parts)
+
+
+def format_group(group: GroupEntry) -> str:
+    """``group_id=0x1a2b3c4d type=select bucket=watch_port:3,actions=output:3 bucket=...``,
+    as ``ovs-ofctl dump-groups`` spells a group, one ``bucket=`` per bucket."""
+    parts = [f"group_id={group.group_id:#x}", f"type={group.type}"]
+    for bucket in group.buckets:
+        terms = [] if bucket.watch_port is None else [f"watch_port:{bucket.watch_port}"]
+        if bucket.weight != 1:
+            terms.append(f"weight:{bucket.weight}")
+        actions = ",".join(_format_action(action) for action in bucket.actions) or "drop"
+        terms.append(f"actions={actions}")
+        parts.append("bucket=" + ",".join(terms))
+    return " ".join(parts)
+
+
+def format_meter(meter: MeterEntry) -> str:
+    """``meter=1 pktps bands=type=drop rate=100 burst_size=10``, as ``ovs-ofctl dump-meters``."""
+    return (
+        f"meter={meter.meter_id} pktps bands=type=drop rate={meter.rate_pps}"
+        f" burst_size={meter.burst}"
+    )
 
 
 # --------------------------------------------------------------------------------------------

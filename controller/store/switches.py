@@ -2,7 +2,8 @@
 
 Keys (``<prefix>`` defaults to ``flowlane``):
 
-- ``<prefix>:switches``     hash: dpid (16 hex digits) → JSON snapshot (ports, queues, flows)
+- ``<prefix>:switches``     hash: dpid (16 hex digits) → JSON snapshot (ports, queues, flows,
+  groups, meters, and the inputs its plan was computed from)
 - ``<prefix>:applied``      hash: dpid → policy version confirmed by a barrier
 - ``<prefix>:controllers``  sorted set: controller id scored by its last heartbeat (unix time)
 - ``<prefix>:switch-owners`` hash: dpid → the controller that reports it
@@ -32,9 +33,12 @@ import redis
 from pydantic import ConfigDict, Field, TypeAdapter
 from redis.typing import EncodableT
 
+from controller.pipeline.groups import MeterEntry
 from controller.qos.plan import QueueSpec
 from controller.records import RECORD_CONFIG
 from controller.store.client import text, translate_errors
+from controller.store.groups import GroupRecord
+from controller.store.inputs import InputsRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,12 @@ class SwitchReport:
     flows: tuple[ReportedFlow, ...] = ()
     datapath_type: str | None = None
     updated_at: float = field(default_factory=time.time)
+    groups: tuple[GroupRecord, ...] = ()
+    """The groups the switch holds, confirmed with the flows (fabric forwarding's multipath)."""
+    meters: tuple[MeterEntry, ...] = ()
+    inputs: InputsRecord | None = None
+    """What the switch's plan was computed from, besides the policy and jobs; None: a report
+    of a controller that did not publish them (older than the records that carry them)."""
 
     @property
     def dpid_hex(self) -> str:
@@ -86,7 +96,7 @@ class SwitchReport:
         # Everything but the flows through pydantic; the flows joined from each one's cached
         # text: encoding every entry of every switch again (pydantic or json.dumps) after
         # each change was most of a policy change's CPU time on ten switches.
-        head = SWITCH_REPORT.dump_json(self, exclude=_FLOWS).decode()
+        head = SWITCH_REPORT.dump_json(self, exclude=_FLOWS, by_alias=True).decode()
         flows = ", ".join(_record_json(record) for record in self.flows)
         return f'{head[:-1]}, "flows": [{flows}]}}'
 

@@ -17,10 +17,13 @@ from controller.api.app import create_app
 from controller.api.settings import ApiSettings
 from controller.auth.model import Role
 from controller.flowid import FlowId
-from controller.pipeline.desired import FabricInputs, desired_state
+from controller.pipeline.desired import FabricInputs
+from controller.pipeline.plan import PortState, SwitchInputs, plan
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
-from controller.qos.plan import QueueSpec, plan_port_qos
+from controller.qos.plan import QueueSpec
+from controller.store.groups import GroupRecord
+from controller.store.inputs import InputsRecord
 from controller.store.policies import PolicyStore
 from controller.store.switches import PortReport, SwitchReport, SwitchStore
 from controller.store.tokens import TokenStore
@@ -110,8 +113,12 @@ def report_switch(switches: SwitchStore) -> ReportSwitch:
         beat: float | None = None,
         ports: tuple[PortReport, ...] = PORTS,
         flows: tuple[Any, ...] = (),
+        published: bool = True,
     ) -> SwitchReport:
+        """``published``: with the plan inputs a controller publishes (its ports, all up, no
+        overrides, no fabric); without them, a report as an older controller wrote it."""
         switches.heartbeat(controller, now=beat if beat is not None else time.time())
+        inputs = SwitchInputs(dpid, port_states(ports), policy_version=applied)
         sent = SwitchReport(
             dpid=dpid,
             controller=controller,
@@ -120,11 +127,21 @@ def report_switch(switches: SwitchStore) -> ReportSwitch:
             ports=ports,
             flows=flows,
             datapath_type="netdev",
+            inputs=InputsRecord.of(inputs) if published else None,
         )
         switches.report(sent)
         return sent
 
     return report
+
+
+def port_states(
+    ports: tuple[PortReport, ...], down: frozenset[str] = frozenset()
+) -> tuple[PortState, ...]:
+    """The ports as a controller keeps them (up unless named in ``down``)."""
+    return tuple(
+        PortState(port.number, port.name, port.link_bps, up=port.name not in down) for port in ports
+    )
 
 
 def synced_report(
@@ -135,16 +152,19 @@ def synced_report(
     overrides: Mapping[FlowId, str] | None = None,
     jobs: Sequence[JobSpec] = (),
     fabric: FabricInputs | None = None,
+    down: frozenset[str] = frozenset(),
 ) -> SwitchReport:
-    """A switch that holds exactly what the controller plans for ``document``: flows and queues,
-    with the given detector overrides, jobs and fabric."""
+    """A switch that holds exactly what the controller plans for ``document`` (flows, groups,
+    meters and queues) from the given detector overrides, jobs and fabric, and publishes those
+    inputs with its report as the controller does."""
     policy = parse_policy(document)
-    plan = desired_state(
-        policy, dpid, {port.name: port.number for port in PORTS}, overrides, jobs, fabric
+    inputs = SwitchInputs(
+        dpid, port_states(PORTS, down), dict(overrides or {}), fabric, policy_version=applied
     )
+    planned = plan(policy, jobs, inputs)
     ports = []
     for port in PORTS:
-        qos = plan_port_qos(policy, port.name, port.link_bps)
+        qos = planned.qos[port.name]
         queues = tuple(
             QueueSpec(q.queue_id, q.class_name, q.min_bps, q.max_bps, q.priority, q.dscp)
             for q in qos.queues
@@ -152,9 +172,20 @@ def synced_report(
         ports.append(PortReport(port.name, port.number, port.link_bps, qos.rate_bps, queues))
     flows = tuple(
         (f.table_id, f.priority, tuple((m.name, m.value, m.mask) for m in f.match), f.cookie)
-        for f in plan.flows
+        for f in planned.desired.flows
     )
-    return SwitchReport(dpid, "ctl-1", 1_700_000_000.0, applied, tuple(ports), flows, "netdev")
+    return SwitchReport(
+        dpid,
+        "ctl-1",
+        1_700_000_000.0,
+        applied,
+        tuple(ports),
+        flows,
+        "netdev",
+        groups=tuple(GroupRecord.of(group) for group in planned.desired.groups),
+        meters=planned.desired.meters,
+        inputs=InputsRecord.of(inputs),
+    )
 
 
 @pytest.fixture

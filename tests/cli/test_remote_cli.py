@@ -11,10 +11,15 @@ from pathlib import Path
 
 import pytest
 import redis
+import yaml
 from typer.testing import CliRunner, Result
 
 from controller.auth.model import Role
 from controller.cli.main import app
+from controller.fabric.model import Host, Link, PortRef, Topology
+from controller.pipeline.desired import FabricInputs
+from controller.pipeline.plan import PortState, SwitchInputs
+from controller.store.inputs import InputsRecord
 from controller.store.policies import PolicyStore
 from controller.store.switches import PortReport, SwitchReport, SwitchStore
 from controller.store.tokens import TokenStore
@@ -353,6 +358,44 @@ def test_validate_and_plan_say_what_their_entry_counts_count(
     assert "besides the default-class, detection, marking and forwarding entries" in text
     # An empty switch gets every entry validate counted.
     assert "+53 ~0 -1 =0" in text
+
+
+def test_plan_counts_groups_and_meters_and_notes_unknown_inputs(
+    runner: CliRunner, api_url: str, switches: SwitchStore, tmp_path: Path
+) -> None:
+    """A fabric leaf with two uplinks toward a host gets a select group over both and the
+    punt meter; a switch whose controller published no inputs is named with the reason."""
+    document = yaml.safe_load(FIFO_POLICY.read_text())
+    document["forwarding"] = "fabric"
+    policy_file = tmp_path / "fabric.yaml"
+    policy_file.write_text(yaml.safe_dump(document))
+    links = [(PortRef(1, 1), PortRef(2, 1)), (PortRef(1, 2), PortRef(3, 1))]
+    links += [(PortRef(2, 2), PortRef(4, 1)), (PortRef(3, 2), PortRef(4, 2))]
+    topology = Topology(
+        switches=frozenset({1, 2, 3, 4}),
+        links=frozenset(Link(a, b) for x, y in links for a, b in ((x, y), (y, x))),
+        hosts=(Host(0xB, PortRef(4, 3), 0x0A000002),),
+    )
+    report = live_switch(switches, 0x1)
+    inputs = SwitchInputs(
+        1,
+        (PortState(1, "s1-eth1", 10_000_000_000), PortState(2, "s1-eth2", None)),
+        fabric=FabricInputs(topology, frozenset()),
+    )
+    switches.report(replace(report, inputs=InputsRecord.of(inputs)))
+    live_switch(switches, 0x2)  # no inputs: an older controller's report
+    result = invoke(runner, api_url, "policy", "plan", str(policy_file))
+    assert result.exit_code == 0, result.output
+    text = flat(result.stdout)
+    assert "groups" in text and "meters" in text
+    # switch 1: one group and one meter to add; switch 2 (a switch alone): the meter only
+    assert "│ +1 ~0 -0 =0 │ +1 ~0 =0 │" in text
+    assert "│ +0 ~0 -0 =0 │ +1 ~0 =0 │" in text
+    assert "+ group_id=0x" in text and "type=select bucket=watch_port:1,actions=output:1" in text
+    assert "+ meter=1 pktps bands=type=drop rate=1000 burst_size=100" in text
+    assert (
+        "note: switch 0000000000000002: this switch's controller published no plan inputs" in text
+    )
 
 
 def test_plan_json(runner: CliRunner, api_url: str, switches: SwitchStore) -> None:

@@ -20,9 +20,13 @@ import yaml
 from flowlane_bench import harness
 from prometheus_client import CollectorRegistry
 
+from controller.fabric.model import Host, Link, PortRef, Topology
+from controller.flowid import FlowId
 from controller.link.redis_link import RedisLink, switch_report
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import PortState, SyncReport
+from controller.pipeline.desired import FabricInputs
+from controller.pipeline.plan import SwitchInputs, plan
 from controller.pipeline.planner import plan_switch
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
@@ -148,6 +152,52 @@ def test_report_survives_the_json_round_trip() -> None:
     assert report.applied_version == 4
     assert [len(p.queues) for p in report.ports] == [2, 2]
     assert len(report.flows) == len(plan_switch(POLICY, {}).flows)
+
+
+def test_a_report_carries_the_switch_plan_inputs_groups_and_meters() -> None:
+    """What the switch's plan came from, and the groups and meters it holds, reach the store
+    record as they were (the API's dry run plans from them)."""
+    fabric_policy = parse_policy({**DOCUMENT, "forwarding": "fabric"})
+    a, b = PortRef(1, 1), PortRef(2, 1)
+    c, d = PortRef(1, 2), PortRef(3, 1)
+    topology = Topology(
+        switches=frozenset({1, 2, 3, 4}),
+        links=frozenset(
+            Link(x, y)
+            for x, y in [
+                (a, b),
+                (b, a),
+                (c, d),
+                (d, c),
+                (PortRef(2, 2), PortRef(4, 1)),
+                (PortRef(4, 1), PortRef(2, 2)),
+                (PortRef(3, 2), PortRef(4, 2)),
+                (PortRef(4, 2), PortRef(3, 2)),
+            ]
+        ),
+        hosts=(Host(0xB, PortRef(4, 3), 0x0A000002),),
+    )
+    base = sync_report(4)
+    inputs = SwitchInputs(
+        1,
+        base.ports,
+        {FlowId(0x800, 6, 1, 2, 3, 4): "bulk"},
+        FabricInputs(topology, frozenset()),
+        policy_version=4,
+        jobs_version=3,
+    )
+    desired = plan(fabric_policy, (), inputs).desired
+    assert desired.groups and desired.meters
+    synced = dataclasses.replace(
+        base, flows=desired.flows, groups=desired.groups, meters=desired.meters, inputs=inputs
+    )
+    stored = SwitchReport.from_json(switch_report(synced, "c1").to_json())
+    assert stored.inputs is not None and stored.inputs.inputs() == inputs
+    assert tuple(record.entry() for record in stored.groups) == desired.groups
+    assert stored.meters == desired.meters
+    # a report without them (a switch not yet planned) stores none
+    bare = switch_report(base, "c1")
+    assert (bare.inputs, bare.groups, bare.meters) == (None, (), ())
 
 
 def test_bootstrap_stores_the_file_once_and_then_follows_redis(server: RedisServer) -> None:

@@ -15,6 +15,7 @@ those name values local to it (the settings' limits, the options dependency).
 """
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -48,12 +49,14 @@ from controller.api.schemas import (
 from controller.api.services import Services, ServicesDep
 from controller.api.settings import ApiSettings
 from controller.api.waiting import require_live_switch, wait_applied
+from controller.policy.detection import DetectionSpec
 from controller.policy.errors import FieldError, PolicyError
 from controller.policy.jobs import stored_jobs
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.errors import StoreUnavailableError, UnknownVersionError
 from controller.store.policies import ANY_VERSION, PolicyVersion, PolicyWrite
+from controller.store.switches import SwitchReport
 
 HISTORY_DEFAULT = 50
 HISTORY_MAX = 500
@@ -206,21 +209,27 @@ async def _written(
     return PolicyWriteOut.of_write(write, applied)
 
 
-def _live_state(services: Services, policy: Policy) -> tuple[int | None, LiveState]:
-    """The active version and what the controller plans besides the policy, read from Redis."""
-    active = services.policies.active()
-    enforced = None
-    if active is not None:
-        with contextlib.suppress(PolicyError):  # a stored version that no longer validates
-            enforced = parse_policy(active.document, f"version {active.version}").detection
+def _live_state(
+    services: Services, reports: Sequence[SwitchReport]
+) -> tuple[int | None, LiveState]:
+    """The active version and what the dry run plans with besides the policy and each switch's
+    inputs, read from Redis: the jobs, and the detection section of every version a switch
+    planned from (its overrides survive only an unchanged one)."""
+    versions = {
+        report.inputs.policy_version
+        for report in reports
+        if report.inputs is not None and report.inputs.policy_version is not None
+    }
+    detections: dict[int, DetectionSpec | None] = {}
+    for version in sorted(versions):
+        stored = services.policies.get(version)
+        if stored is not None:
+            with contextlib.suppress(PolicyError):  # a stored version that no longer validates
+                detections[version] = parse_policy(stored.document, f"version {version}").detection
     records = services.jobs.all()
     jobs, _ = stored_jobs((record.name, record.document) for record in records)
-    fabric = services.fabric.read() if policy.forwarding.fabric else None
     tenants = {record.name: record.tenant for record in records}
-    return (
-        active.version if active is not None else None,
-        LiveState(jobs, fabric, enforced, tenants),
-    )
+    return services.policies.active_version(), LiveState(jobs, detections, tenants)
 
 
 def build_router(settings: ApiSettings) -> APIRouter:
@@ -344,14 +353,15 @@ def build_router(settings: ApiSettings) -> APIRouter:
         openapi_extra=POLICY_BODY,
     )
     async def plan_policy(request: Request, services: ServicesDep) -> PlanOut:
-        """What the document would change on every live switch: flows and port queues.
+        """What the document would change on every live switch: flows, groups, meters and port
+        queues, planned from the inputs each switch last published.
 
         Nothing is stored or applied.
         """
         _, policy = await read_policy(request)
         reports = await run_in_threadpool(services.live_reports)
         applied = await run_in_threadpool(services.switches.applied)
-        live = await run_in_threadpool(_live_state, services, policy)
+        live = await run_in_threadpool(_live_state, services, reports)
         return await run_in_threadpool(plan_switches, policy, reports, applied, *live)
 
     @router.get("/history", response_model=HistoryOut, responses={**_INVALID, **_UNAVAILABLE})
