@@ -3,11 +3,13 @@
 os-ken listens either on plain TCP or, when given a key and certificate, on
 TLS only; with a CA it requires and checks the switch's certificate. flowlane
 always gives all three, so a TLS controller has no plain listener and serves
-only switches the CA certified.
+only switches the CA certified. The OpenFlow hub (``hub``) takes the same three
+files as an ``ssl.SSLContext`` (``server_context``).
 """
 
 from __future__ import annotations
 
+import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,3 +37,13 @@ def listener_args(host: str, port: int, tls: OfpTls | None) -> list[str]:
         "--ca-certs",
         str(tls.ca),
     ]
+
+
+def server_context(tls: OfpTls) -> ssl.SSLContext:
+    """The hub's TLS context: our certificate and key, and only switches the CA certified
+    (a client certificate is required and checked; no host name, switches have none)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(tls.ca))
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(str(tls.cert), str(tls.key))
+    context.verify_mode = ssl.CERT_REQUIRED
+    return context
