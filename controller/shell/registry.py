@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Protocol
 
@@ -25,14 +25,16 @@ from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.policy.warnings import policy_warnings
 from controller.qos.plan import port_rate, unmatched_overrides
+from controller.switch.events import PolicySnapshot
+from controller.switch.state import MAX_XID
 
 LOG = logging.getLogger("flowlane.controller")
 
 PROBE_S = 1.0
 """How long a served connection has to answer when another claims its datapath id."""
 
-PROBE_XID = 0xF1A0_0000
-"""Transaction ids from here up are the registry's probes; a switch's own start at 1."""
+PROBE_XID = MAX_XID
+"""Transaction ids from here up are the registry's probes; a switch's own stay below."""
 
 OFPT_BARRIER_REQUEST = 20
 OFPT_BARRIER_REPLY = 21
@@ -60,9 +62,9 @@ class SwitchRef(Protocol):
 class Switches(Protocol):
     """The events the registry sends a switch actor; the app adapts them to its events."""
 
-    def serve(self, ref: SwitchRef, active: ActivePolicy, jobs: tuple[JobSpec, ...]) -> None: ...
+    def serve(self, ref: SwitchRef, dpid: int, snapshot: PolicySnapshot) -> None: ...
 
-    def policy(self, ref: SwitchRef, active: ActivePolicy, jobs: tuple[JobSpec, ...]) -> None: ...
+    def policy(self, ref: SwitchRef, snapshot: PolicySnapshot) -> None: ...
 
     def fabric(self, ref: SwitchRef, inputs: FabricInputs | None) -> None: ...
 
@@ -191,6 +193,11 @@ class Registry:
         self._ports: dict[int, tuple[PortState, ...]] = {}
         self._said = _Said()
         self._probes = 0
+        active = settings.active
+        self.snapshot = PolicySnapshot(
+            active.policy, active.version, settings.jobs, 0, active.plans, active.since
+        )
+        """Policy and jobs as one value: what every switch plans with, and is told whole."""
 
     def receive(self, event: RegistryEvent) -> None:
         match event:
@@ -206,9 +213,11 @@ class Registry:
                 self._set_policy(policy, version)
             case JobsArrived(jobs):
                 self.settings.jobs = jobs
+                self.snapshot = replace(
+                    self.snapshot, jobs=jobs, jobs_version=self.snapshot.jobs_version + 1
+                )
                 LOG.info("jobs: %s", ", ".join(job.name for job in jobs) or "none")
-                for served in self._served.values():
-                    self._switches.policy(served.ref, self.settings.active, jobs)
+                self._tell_policy()
             case FabricPublished(inputs):
                 self._fabric.update(inputs)
                 for dpid, view in inputs.items():
@@ -253,7 +262,7 @@ class Registry:
         self._served[dpid] = served
         self._publish()
         LOG.info("switch %016x connected from %s", dpid, served.conn.address)
-        self._switches.serve(served.ref, self.settings.active, self.settings.jobs)
+        self._switches.serve(served.ref, dpid, self.snapshot)
         if dpid in self._fabric:
             self._switches.fabric(served.ref, self._fabric[dpid])
 
@@ -327,15 +336,26 @@ class Registry:
     # ---- policy -----------------------------------------------------------------------
 
     def _set_policy(self, policy: Policy, version: int | None) -> None:
-        self.settings.active = ActivePolicy(policy, version)
+        active = ActivePolicy(policy, version)
+        self.settings.active = active
+        self.snapshot = replace(
+            self.snapshot,
+            policy=policy,
+            version=version,
+            base_plans=active.plans,
+            since=active.since,
+        )
         self._warn_unmatched_overrides(policy)
         self._warn_policy()
         self._fabric_policy(policy)
         LOG.info(
             "policy version %s is active; applying to %d switch(es)", version, len(self._served)
         )
+        self._tell_policy()
+
+    def _tell_policy(self) -> None:
         for served in self._served.values():
-            self._switches.policy(served.ref, self.settings.active, self.settings.jobs)
+            self._switches.policy(served.ref, self.snapshot)
 
     def _all_ports(self) -> list[PortState]:
         return [port for ports in self._ports.values() for port in ports]

@@ -1,15 +1,15 @@
-"""Start os-ken in this process with the flowlane app, and stop all of it on SIGTERM.
+"""Run the controller in this process, and stop all of it on SIGTERM.
 
-os-ken 4.x ships no ``osken-manager``; the documented way is to parse its
-config and hand the app list to ``AppManager``, which is what this does,
-passing our settings to the app's constructor.
+The OpenFlow hub serves every switch from one thread; the actors' runtime
+runs every switch's logic, the registry and the fabric on a fixed pool.  So
+the process has the same threads with one switch or a hundred.
 
-A stop (SIGTERM or SIGINT) ends every thread and loop within about two
-seconds and the process exits with status 0, so a supervisor can tell a
-clean stop from a crash: the listener stops accepting and hangs up the
-switches (which keep their flows), the apps stop their workers and loops,
-then the Redis link stops and removes this controller's heartbeat, so
-``/readyz`` stops counting it at once instead of after its heartbeat ages.
+A stop (SIGTERM or SIGINT) ends every thread within about two seconds and
+the process exits with status 0, so a supervisor can tell a clean stop from
+a crash: the hub stops accepting and hangs up the switches (which keep their
+flows), the actors stop, then the Redis link stops and removes this
+controller's heartbeat, so ``/readyz`` stops counting it at once instead of
+after its heartbeat ages.
 """
 
 from __future__ import annotations
@@ -22,22 +22,23 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from os_ken import cfg
-from os_ken.base.app_manager import AppManager
-from os_ken.controller import controller as _ofp_controller  # noqa: F401  (ofp-* options)
-from os_ken.lib import hub
-
-from controller.openflow.listener import Listener
+from controller.actors.runtime import Runtime
+from controller.openflow.hub import Hub
 from controller.openflow.settings import ControllerSettings
-from controller.openflow.tls import OfpTls, listener_args
+from controller.openflow.tls import OfpTls, server_context
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 
+if TYPE_CHECKING:
+    from controller.shell.app import FlowlaneController
+
 LOG = logging.getLogger("flowlane.controller")
-APP_MODULE = "controller.openflow.app"
-APP_NAME = "FlowlaneApp"
+ACTOR_THREADS = 2
+"""Threads stepping actors: planning is Python, so more than the cores buys nothing."""
+IO_THREADS = 2
+"""Threads for blocking work (OVSDB writes, tc reads), shared by every switch."""
 
 STOP_TIMEOUT_S = 2.0
 """How long a stop may take in all; each step below gets what is left of it."""
@@ -103,26 +104,28 @@ def run_controller(
     ``redis_link`` the policy follows the store instead.  If the OpenFlow
     listener cannot run (its port is taken), the process exits with status 1.
     """
+    from controller.shell.app import FlowlaneController
+
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    cfg.CONF(args=listener_args(ofp_host, ofp_port, tls), project="os_ken")
     stop = _StopRequest()
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    listener = Listener()
-    listener.install()
-    manager = AppManager.get_instance()
-    services: list[threading.Thread] = []
+    runtime = Runtime(threads=ACTOR_THREADS, name="actor", io_threads=IO_THREADS)
+    app = FlowlaneController(settings, runtime)
+    hub = Hub(app, [(ofp_host, ofp_port)], server_context(tls) if tls else None)
     link_thread: threading.Thread | None = None
     failed = False
     try:
-        manager.load_apps([APP_MODULE])
-        contexts = manager.create_contexts()
-        services = manager.instantiate_apps(flowlane=settings, **contexts)
-        app = manager.applications[APP_NAME]
-        # Everything loaded so far (os-ken, pydantic's schemas, the apps) lives as long as
+        try:
+            hub.start()
+        except OSError as exc:
+            LOG.error("cannot listen for OpenFlow on %s:%d: %s", ofp_host, ofp_port, exc)
+            failed = True
+            return
+        app.start()
+        # Everything loaded so far (os-ken's parser, pydantic's schemas) lives as long as
         # the process: out of the collector's sight, a full collection no longer walks it.
-        # Unfrozen, one took 40-80 ms every second or two during a burst of policy changes,
-        # holding every switch's worker.
+        # Unfrozen, one took 40-80 ms every second or two during a burst of policy changes.
         gc.collect()
         gc.freeze()
         if redis_link is not None:
@@ -143,61 +146,55 @@ def run_controller(
             f" (mutual TLS, switches certified by {tls.ca})" if tls else "",
         )
         while stop.signum is None:
-            if not any(thread.is_alive() for thread in services):
+            if not hub.running:
                 LOG.error("the OpenFlow listener on %s:%d stopped; exiting", ofp_host, ofp_port)
                 failed = True
                 break
             time.sleep(_POLL_S)
     finally:
-        _shutdown(listener, manager, services, redis_link, link_thread)
-    if failed:
-        raise SystemExit(1)
+        _shutdown(hub, runtime, app, redis_link, link_thread)
+        if failed:
+            raise SystemExit(1)
 
 
 def _reloader(
-    reload_policy: Callable[[], Policy | None], app: Any
+    reload_policy: Callable[[], Policy | None], app: FlowlaneController
 ) -> Callable[[int, FrameType | None], None]:
     def reload(_signum: int, _frame: FrameType | None) -> None:
         policy = reload_policy()
         if policy is not None:
-            hub.spawn(app.set_policy, policy)
+            app.set_policy(policy)  # only tells the registry: safe in a signal handler
 
     return reload
 
 
 def _shutdown(
-    listener: Listener,
-    manager: AppManager,
-    services: list[threading.Thread],
+    hub: Hub,
+    runtime: Runtime,
+    app: FlowlaneController,
     redis_link: PolicyFeed | None,
     link_thread: threading.Thread | None,
 ) -> None:
     """Stop in the order that loses nothing, within ``STOP_TIMEOUT_S`` in all.
 
-    Switches first, so the apps see each one go (``DEAD_DISPATCHER``) while
-    their event loops still run; the apps next (workers, audit, fabric
-    loops); the Redis link last, since the apps report through it until
-    they stop.
+    Switches first (the hub hangs up each, and the registry sees each go
+    while the actors still run); the actors next; the Redis link last, since
+    the actors report through it until they stop.
     """
     deadline = time.monotonic() + STOP_TIMEOUT_S
 
     def left(share: float = 1.0) -> float:
         return max(0.0, (deadline - time.monotonic()) * share)
 
-    listener.stop(left(0.4))
-    try:
-        manager.close()  # every app's stop(): FlowlaneApp.stop bounds its own joins
-    except Exception:
-        LOG.exception("stopping the os-ken apps failed")
-    listener.uninstall()
+    hub.stop(left(0.3))
+    runtime.stop(left(0.4))
+    app.stop()
     if redis_link is not None:
         # stop() ends the heartbeat thread, then removes this controller's heartbeat and
         # switch reports from Redis.
         _bounded(redis_link.stop, left(0.7), "stopping the Redis link")
         if link_thread is not None:
             link_thread.join(left())
-    for thread in services:  # os-ken's listener thread: its accept loop ended above
-        thread.join(left())
     alive = [thread.name for thread in threading.enumerate() if _blocks_exit(thread)]
     if alive:
         LOG.warning("threads still running after the stop: %s", ", ".join(alive))

@@ -156,14 +156,14 @@ def decode(data: bytes) -> Decoded:
         more = bool(flags & OFPMPF_REPLY_MORE)
         if mp_type == MP_FLOW:
             return Part(xid, mp_type, more, bytes(multipart_body(data)))
-        return Part(xid, mp_type, more, tuple(_parsed(data).body))
+        return Part(xid, mp_type, more, tuple(parse(data).body))
     if msg_type == v13.OFPT_PORT_STATUS:
-        msg = _parsed(data)
+        msg = parse(data)
         return PortStatus(int(msg.reason), port_state(msg.desc))
     return Other(msg_type, xid)
 
 
-def _parsed(data: bytes) -> Any:
+def parse(data: bytes) -> Any:
     version, msg_type, length, xid = header(data)
     try:
         return osken_parser.msg(DATAPATH, version, msg_type, length, xid, data)

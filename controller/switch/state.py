@@ -29,7 +29,9 @@ from controller.qos.plan import PortQos
 from controller.qos.telemetry import QueueStats
 from controller.switch.events import PolicySnapshot
 
-MAX_XID = 0xFFFFFFFF
+MAX_XID = 0xF1A0_0000
+"""A switch's own xids stay below this; the ones above are the controller's probes (the
+registry asks a served connection whether it is alive when a twin claims its id)."""
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,17 @@ from controller.cli.fabric import freshness, hops_text, port_full, utilization_t
 from controller.cli.main import app
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.placement import Pin
-from controller.fabric.snapshot import FabricSnapshot, build_snapshot, pinned_view, topology_events
+from controller.fabric.snapshot import (
+    FabricEvent,
+    FabricSnapshot,
+    build_snapshot,
+    pinned_view,
+    topology_events,
+)
 from controller.flowid import FlowId
 from controller.metrics import ControllerMetrics
-from controller.openflow.fabric import FabricShell
-from controller.openflow.settings import ActivePolicy, ControllerSettings
+from controller.openflow.fabric_events import DiscoveryTick
+from controller.openflow.fabric_owner import FabricOwner
 from controller.policy.load import parse_policy
 from controller.store.events import EventStore
 from controller.store.fabric import FabricStore
@@ -139,19 +145,32 @@ def test_the_topology_tables(runner: CliRunner, api_url: str, snapshot: FabricSn
 def test_a_controllers_pin_shows_how_long_it_has_been_pinned(
     runner: CliRunner, api_url: str, redis_client: redis.Redis
 ) -> None:
-    """The snapshot as the controller's fabric shell publishes it: pins are timed on the
+    """The snapshot as the controller's fabric owner publishes it: pins are timed on the
     monotonic clock, whose readings read as Unix time made `pinned for 20792d 4h`."""
-    settings = ControllerSettings(
-        ActivePolicy(parse_policy(FABRIC_POLICY, source="test")),
+    published: list[FabricSnapshot] = []
+
+    class Store:
+        def fabric_changed(self, snapshot: FabricSnapshot) -> None:
+            published.append(snapshot)
+
+        def fabric_events(self, events: list[FabricEvent]) -> None:
+            pass
+
+    owner = FabricOwner(
+        parse_policy(FABRIC_POLICY, source="test"),
+        send_packet=lambda *_: None,
+        publish=lambda *_: None,
+        schedule=lambda *_: None,
         metrics=ControllerMetrics(registry=CollectorRegistry()),
+        observers=[Store()],
     )
     booted = 3600.0  # the monotonic clock: seconds since boot, not since 1970
-    shell = FabricShell(settings, lambda *_: None, lambda *_: None, clock=lambda: booted)
     flow = FlowId(0x0800, 17, H1.ipv4 or 0, H2.ipv4 or 0, 5000, 4791)
-    shell._topology = TOPOLOGY
-    shell._pins[flow] = Pin(((LEAF1, 3), (SPINE1, 2), (LEAF2, 1)), booted - 75)
-    shell._pin_info[flow] = ("training", 9e8, 1e9)
-    FabricStore(redis_client).publish(shell.snapshot())
+    owner._topology = TOPOLOGY
+    owner._pins[flow] = Pin(((LEAF1, 3), (SPINE1, 2), (LEAF2, 1)), booted - 75)
+    owner._pin_info[flow] = ("training", 9e8, 1e9)
+    owner.receive(DiscoveryTick(booted))  # every round publishes the snapshot
+    FabricStore(redis_client).publish(published[-1])
     result = invoke(runner, api_url, "topology")
     assert result.exit_code == 0, result.output
     [pinned] = [line for line in rows(result.stdout) if line.startswith("udp 10.0.0.1:5000")]

@@ -17,7 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from controller.fabric.model import Topology
 from controller.metrics import ControllerMetrics
-from controller.openflow.registry import (
+from controller.openflow.settings import ActivePolicy, ControllerSettings
+from controller.pipeline.desired import FabricInputs
+from controller.pipeline.plan import PortState
+from controller.policy.jobs import JobSpec
+from controller.policy.load import load_policy_file
+from controller.shell.registry import (
     Claim,
     FabricPublished,
     Gone,
@@ -32,11 +37,7 @@ from controller.openflow.registry import (
     RegistryEvent,
     probe_reply,
 )
-from controller.openflow.settings import ActivePolicy, ControllerSettings
-from controller.pipeline.desired import FabricInputs
-from controller.pipeline.plan import PortState
-from controller.policy.jobs import JobSpec
-from controller.policy.load import load_policy_file
+from controller.switch.events import PolicySnapshot
 
 POLICY = load_policy_file(Path(__file__).parents[2] / "policies" / "default.yaml")
 
@@ -72,11 +73,11 @@ class RecordingSwitches:
     def __init__(self) -> None:
         self.calls: list[tuple[str, FakeRef, Any]] = []
 
-    def serve(self, ref: Any, active: ActivePolicy, jobs: tuple[JobSpec, ...]) -> None:
-        self.calls.append(("serve", ref, (active.version, jobs)))
+    def serve(self, ref: Any, dpid: int, snapshot: PolicySnapshot) -> None:
+        self.calls.append(("serve", ref, (snapshot.version, snapshot.jobs)))
 
-    def policy(self, ref: Any, active: ActivePolicy, jobs: tuple[JobSpec, ...]) -> None:
-        self.calls.append(("policy", ref, (active.version, jobs)))
+    def policy(self, ref: Any, snapshot: PolicySnapshot) -> None:
+        self.calls.append(("policy", ref, (snapshot.version, snapshot.jobs)))
 
     def fabric(self, ref: Any, inputs: FabricInputs | None) -> None:
         self.calls.append(("fabric", ref, inputs))

@@ -1,0 +1,113 @@
+"""What reaches the fabric's owner (``fabric_owner.FabricOwner``): one immutable event each.
+
+Everything the fabric learns arrives as one of these, told to the owner's
+mailbox by whoever saw it: a switch's actor (its ports, the flows it counted,
+its ports' transmit rates, that it is gone), the hub (a packet-in), the
+policy holder (a new policy) and the owner itself (its timer ticks).  Each
+carries the time it happened at (``now``, on the monotonic clock), so the
+owner never reads a clock to decide anything and tests drive time directly.
+
+As with the switch actors' events, a sender may leave ``now`` unset
+(``UNSTAMPED``): an owner given a clock stamps it when it handles the event.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final, TypeAlias
+
+from controller.classify.records import ObservedFlow
+from controller.pipeline.plan import PortState
+from controller.policy.model import Policy
+
+UNSTAMPED: Final = math.nan
+"""``now`` of an event its sender did not stamp (NaN: never equal, never due)."""
+
+
+@dataclass(frozen=True)
+class SwitchPorts:
+    """The switch's ports as read from it or updated by a port status (all of them, each
+    time): a port missing from ``ports`` was deleted."""
+
+    dpid: int
+    ports: tuple[PortState, ...]
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
+class SwitchGone:
+    """The connection serving ``dpid`` closed (only the one being served, not a twin)."""
+
+    dpid: int
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
+class FlowsSeen:
+    """The counted flows of one switch with their rates, every detection poll."""
+
+    dpid: int
+    flows: tuple[ObservedFlow, ...]
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
+class PortRates:
+    """Transmit rate (bit/s) of every port of one switch since its previous poll."""
+
+    dpid: int
+    tx_bps: Mapping[int, float]
+    now: float = UNSTAMPED
+
+    def __post_init__(self) -> None:
+        # Frozen all the way down: the sender cannot change what the owner holds.
+        object.__setattr__(self, "tx_bps", MappingProxyType(dict(self.tx_bps)))
+
+
+@dataclass(frozen=True)
+class PolicyChanged:
+    """A new active policy: port capacities follow its rates, pins follow its placement."""
+
+    policy: Policy = field(repr=False)
+
+
+@dataclass(frozen=True)
+class PacketIn:
+    """A frame a switch handed the controller (LLDP, ARP, an unknown source)."""
+
+    dpid: int
+    in_port: int
+    data: bytes = field(repr=False)
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
+class DiscoveryTick:
+    """Time for an LLDP round: probe every up port, expire silent links, publish a snapshot.
+
+    The owner schedules the next one itself; ``now`` is the time it was due."""
+
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
+class PlacementTick:
+    """Time for a placement round (the owner schedules the next one itself)."""
+
+    now: float = UNSTAMPED
+
+
+FabricMessage: TypeAlias = (
+    SwitchPorts
+    | SwitchGone
+    | FlowsSeen
+    | PortRates
+    | PolicyChanged
+    | PacketIn
+    | DiscoveryTick
+    | PlacementTick
+)
+"""Every event the fabric's owner receives."""
