@@ -193,7 +193,9 @@ class FlowlaneController:
         """Fabric discovery's frames (LLDP, ARP) go to the fabric owner, from served
         connections only: a refused twin's packet-ins are not taken for the switch's."""
         served = self.registry.served.get(conn.dpid)
-        if served is None or served.conn is not conn or not self.fabric.enabled:
+        if served is None or served.conn is not conn:
+            return
+        if not self.settings.active.policy.forwarding.fabric:  # the registry's to write
             return
         try:
             in_port, frame = messages.packet_in_summary(codec.parse(data))
