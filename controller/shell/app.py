@@ -50,7 +50,7 @@ from controller.shell.registry import (
 from controller.switch import codec
 from controller.switch import commands as switch_commands
 from controller.switch import events as switch_events
-from controller.switch.actor import Once, SwitchServices, spawn_switch
+from controller.switch.actor import OnceLog, SayOnce, SwitchServices, spawn_switch
 from controller.switch.events import PolicySnapshot
 from controller.switch.state import SwitchConfig, initial_state
 
@@ -98,7 +98,7 @@ class FlowlaneController:
     def __init__(self, settings: ControllerSettings, runtime: ActorSystem) -> None:
         self.settings = settings
         self.runtime = runtime
-        self._once = Once()
+        self._once: Ref[SayOnce] = runtime.spawn("once", OnceLog())
         self._routes: dict[Connection, Ref[switch_events.Event]] = {}
         """Hub thread only: the switch actor of each connection that finished its handshake."""
         self._config = SwitchConfig(
@@ -131,7 +131,7 @@ class FlowlaneController:
             observers=settings.observers,
             ovsdb=settings.ovsdb if settings.manage_qos else None,
             fabric=self._switch_learned,
-            once=self._once,
+            say_once=self._once.tell,
         )
 
     # ---- life cycle ---------------------------------------------------------------

@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -59,20 +58,28 @@ class Link(Protocol):
     def send(self, data: bytes) -> bool: ...
 
 
-class Once:
-    """Lines said once per process (the local ovs-vswitchd's counter refresh serves every
-    switch): shared by every switch actor, so it takes a lock."""
+@dataclass(frozen=True)
+class SayOnce:
+    """A line to log once per process (one ovs-vswitchd serves every local switch)."""
+
+    level: int
+    text: str
+
+
+class OnceLog:
+    """The actor that owns the lines already said: every switch tells it, none shares a set."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._said: set[str] = set()
 
-    def first(self, text: str) -> bool:
-        with self._lock:
-            if text in self._said:
-                return False
-            self._said.add(text)
-            return True
+    def receive(self, event: SayOnce) -> None:
+        if event.text not in self._said:
+            self._said.add(event.text)
+            LOG.log(event.level, "%s", event.text)
+
+
+def _say(event: SayOnce) -> None:
+    LOG.log(event.level, "%s", event.text)
 
 
 @dataclass
@@ -91,7 +98,8 @@ class SwitchServices:
     it must only tell)."""
     clock: Callable[[], float] = time.monotonic
     """Stamps events that arrive without a time (``events.UNSTAMPED``)."""
-    once: Once = field(default_factory=Once)
+    say_once: Callable[[SayOnce], None] = _say
+    """Where ``once`` lines go: the app tells its ``OnceLog`` actor (alone, each is said)."""
 
 
 class SwitchActor:
@@ -173,7 +181,8 @@ class SwitchActor:
                 LOG.exception("switch %s: observer %r failed", self.tag, observer)
 
     def _log(self, command: Log) -> None:
-        if command.once and not self.services.once.first(command.msg % command.args):
+        if command.once:
+            self.services.say_once(SayOnce(command.level, command.msg % command.args))
             return
         if command.exc_text is None:
             LOG.log(command.level, command.msg, *command.args)

@@ -31,7 +31,7 @@ from controller.pipeline.plan import PortState, SwitchInputs, SwitchPlan, plan
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.qos.ovsdb import Ovsdb
-from controller.switch.actor import Once, SwitchServices, spawn_switch
+from controller.switch.actor import SwitchServices, spawn_switch
 from controller.switch.commands import Command, FabricInput, Log, Metric, QosWork, Send, Timer
 from controller.switch.events import Connected, Event, PolicySnapshot, Received, Tick
 from controller.switch.state import SwitchConfig, SwitchState, initial_state
@@ -256,7 +256,6 @@ class ActorHarness:
             cast(Ovsdb, ovsdb),
             self.told.append,
             self.runtime.now,
-            Once(),
         )
         self.actor, self.ref = spawn_switch(
             f"switch-{dpid:016x}", self.link, initial_state(dpid, snapshot), services

@@ -14,7 +14,7 @@ from controller.actors.runtime import Runtime
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import SyncReport
 from controller.qos.ovsdb import Bridge, OvsdbError
-from controller.switch.actor import Once, SwitchActor, SwitchServices, spawn_switch
+from controller.switch.actor import OnceLog, SwitchActor, SwitchServices, spawn_switch
 from controller.switch.commands import Log, SwitchPorts
 from controller.switch.events import (
     Connected,
@@ -149,11 +149,12 @@ def test_an_unreadable_ovsdb_is_logged_as_before(caplog: pytest.LogCaptureFixtur
 def test_a_line_said_once_is_said_once_across_switches(caplog: pytest.LogCaptureFixture) -> None:
     config = SwitchConfig(manage_qos=False)
     runtime = ManualRuntime()
-    once = Once()
-    services = SwitchServices(runtime, config, ControllerMetrics(), once=once)
+    once = runtime.spawn("once", OnceLog())
+    services = SwitchServices(runtime, config, ControllerMetrics(), say_once=once.tell)
     actors = [SwitchActor(SimLink(OfSwitch(d)), initial_state(d, ONE), services) for d in (1, 2)]
     for actor in actors:
         actor._carry_out(Log(logging.WARNING, "%s", ("refresh too slow",), once=True))
+    runtime.run_until_idle()
     assert caplog.messages.count("refresh too slow") == 1
 
 
