@@ -159,7 +159,8 @@ def run_client(
 def start_training(
     net: Net, config: ScenarioConfig, seconds: float, omit_s: float = 0
 ) -> list[subprocess.Popen[str]]:
-    """One iperf3 bulk flow from each training sender to the server, for ``seconds``."""
+    """One iperf3 bulk flow from each training sender to the server, for ``seconds`` in all
+    (the first ``omit_s`` of them not counted: iperf3 runs ``-O`` on top of ``-t``)."""
     server = net.get("server")
     return [
         harness.host_popen(
@@ -172,7 +173,7 @@ def start_training(
                 str(TRAINING_PORT + index),
                 "-J",
                 "-t",
-                str(int(seconds)),
+                str(int(seconds - omit_s)),
                 "-O",
                 str(int(omit_s)),
             ],

@@ -647,7 +647,7 @@ def _start_control(
         args = ["iperf3", "-c", str(net.get(flow.sink).IP()), "-p", str(flow.port), "-J"]
         args += [
             "-t",
-            f"{seconds:.1f}",
+            f"{workloads.iperf_seconds(seconds, omit_s):.1f}",
             "-O",
             f"{omit_s:.1f}",
             "-i",

@@ -76,6 +76,16 @@ class Running:
         )
 
 
+def iperf_seconds(seconds: float, omit_s: float) -> float:
+    """iperf3's ``-t`` for a run of ``seconds`` in all whose first ``omit_s`` are omitted.
+
+    ``-O`` comes on top of ``-t`` (``-t 9 -O 4`` runs 13 s), so the measured part is the rest.
+    """
+    if not 0 <= omit_s < seconds:
+        raise ValueError(f"need 0 <= omit ({omit_s:g} s) < the run ({seconds:g} s)")
+    return seconds - omit_s
+
+
 def start_bulk(
     net: Net,
     workload: BulkWorkload,
@@ -84,10 +94,17 @@ def start_bulk(
     running: Running,
     interval_s: float = TIMELINE_INTERVAL_S,
 ) -> None:
-    """iperf3 clients; ``interval_s`` is the report interval (failover recovery needs 0.2 s)."""
+    """iperf3 clients for ``seconds`` in all, the first ``omit_s`` of them not counted.
+
+    iperf3 runs its omitted ramp (``-O``) before the ``-t`` it measures, so ``-t`` is what is
+    left after the ramp: the measured window is then the phase's own, not a stretch of
+    training alone after inference has stopped. ``interval_s`` is the report interval
+    (failover recovery needs 0.2 s).
+    """
+    measured = iperf_seconds(seconds, omit_s)
     for (host, port), flow in zip(bulk_ports(workload), workload.flows, strict=True):
         args = ["iperf3", "-c", _ip(net, host), "-p", str(port), "-J"]
-        args += ["-t", f"{seconds:.1f}", "-O", f"{omit_s:.1f}", "-i", str(interval_s)]
+        args += ["-t", f"{measured:.1f}", "-O", f"{omit_s:.1f}", "-i", str(interval_s)]
         if workload.protocol == "udp":
             args += ["-u", "-b", str(workload.udp_rate)]
         started = time.time()
