@@ -1,6 +1,6 @@
 """Detection bookkeeping as pure functions: overrides from decisions, and the flow view.
 
-The switch worker owns the state (overrides, claimed flows' last byte
+The switch step owns the state (overrides, claimed flows' last byte
 counts) and passes it in; these functions return the new state with what
 changed, so they are tested without a switch or a clock.
 """

@@ -1,7 +1,7 @@
 """What classification tells the rest of the controller: reclassifications and the flow view.
 
 One record type per concept, shared by the detector's bookkeeping, the
-switch worker, the Redis link, the API, the CLI and the tests.  A tracked flow
+switch actor, the Redis link, the API, the CLI and the tests.  A tracked flow
 is an ``ObservedFlow`` inside the controller (keyed by its ``FlowId``) and a
 ``FlowRecord`` once published (the switch named, the addresses as text): the
 record Redis holds, ``GET /v1/flows`` serves and ``flowlane`` reads back.

@@ -105,9 +105,9 @@ def controller(
         raise typer.Exit(2) from None
     # Imported late: os-ken is heavy and not needed to report a bad policy.
     from controller.link.redis_link import RedisLink
-    from controller.shell.runner import run_controller
     from controller.openflow.settings import ActivePolicy, ControllerSettings
     from controller.qos.ovsdb import Ovsdb  # the OVS Python IDL: python3-openvswitch
+    from controller.shell.runner import run_controller
 
     metrics = ControllerMetrics()
     if metrics_port:

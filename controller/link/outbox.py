@@ -1,9 +1,10 @@
 """The store writer: every Redis write the switches cause, done on one thread of its own.
 
-A switch's worker must never wait on Redis: a sync that reports its result
+A switch's actor must never wait on Redis: a sync that reports its result
 while Redis is slow or gone would hold the next sync (and the detection
-poll) for a socket timeout. Workers hand their writes to an ``Outbox``
-instead and go on; one writer thread delivers them.
+poll), and every other actor on the same pool thread, for a socket timeout.
+Actors hand their writes to an ``Outbox`` instead and go on; one writer
+thread delivers them.
 
 Two kinds of writes, because they fail differently:
 

@@ -435,7 +435,7 @@ class RedisLink:
         except StoreUnavailableError as exc:
             LOG.warning("%s event not recorded: %s", kind, exc)
 
-    # ---- reports from the app (on switch workers: queued, never waiting on Redis) ------
+    # ---- reports from the switch actors (queued, never waiting on Redis) ---------------
 
     def drain(self, timeout_s: float = 5.0) -> bool:
         """Wait until every report handed over so far is in Redis; False on timeout."""
@@ -552,7 +552,7 @@ class RedisLink:
         self._put_report(dpid, report)
 
     def _put_report(self, dpid: int, report: SyncReport | None) -> None:
-        # Built on the writer thread: a report carries every flow, and the worker that
+        # Built on the writer thread: a report carries every flow, and the actor that
         # hands it over has the next switch change to get to.
         write = (
             partial(self.switches.remove, dpid)

@@ -13,20 +13,14 @@ move.  So the fixed part of an entry (counters, age, cookie) is read with one
 decoded; only a flow seen for the first time is walked TLV by TLV. The
 decoded values are exactly what ``FlowId.from_oxm`` gives for os-ken's parse
 of the same bytes: same skipped entries, same integers, same ``duration``
-float.
-
-os-ken parses every reply on its receive thread before any handler sees it,
-so the decoder alone would save nothing: ``RawFlowStats`` tells os-ken's
-OpenFlow 1.3 parser to leave the body of chosen flow-stats replies (by
-datapath and xid) unparsed, and ``deferred_body`` gives a handler that body.
+float.  No os-ken parse happens first: the hub hands the switch actor the
+reply's bytes, and ``multipart_body`` cuts out the part these decoders read.
 """
 
 from __future__ import annotations
 
 import struct
-import threading
 from collections.abc import Iterable, Iterator
-from typing import Any
 
 from controller.classify.flows import CounterSample
 from controller.flowid import FlowId
@@ -183,67 +177,3 @@ def multipart_body(message: bytes | bytearray | memoryview) -> memoryview:
     if length > len(message) or length < MULTIPART_REPLY_HEADER:
         raise FlowStatsError(f"message length {length} does not fit {len(message)} bytes")
     return memoryview(message)[MULTIPART_REPLY_HEADER:length]
-
-
-# ---- keeping os-ken from parsing what detection decodes itself -------------------------------
-
-
-class RawFlowStats:
-    """Flow-stats replies (datapath, xid) that os-ken must hand over unparsed.
-
-    ``install`` wraps the OpenFlow 1.3 parser's multipart-reply entry point:
-    a registered reply becomes an ``OFPFlowStatsReply`` with an empty ``body``
-    and its bytes in ``buf``, so the usual ``EventOFPFlowStatsReply`` handler
-    still fires and every other reply is parsed as before.  Register the xid
-    before sending the request and forget it once the reply is complete.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._wanted: set[tuple[int, int]] = set()
-
-    def register(self, dpid: int, xid: int) -> None:
-        with self._lock:
-            self._wanted.add((dpid, xid))
-
-    def forget(self, dpid: int, xid: int) -> None:
-        with self._lock:
-            self._wanted.discard((dpid, xid))
-
-    def wanted(self, dpid: int | None, xid: int) -> bool:
-        # A set lookup is atomic under the GIL: the receive thread takes no lock per reply.
-        return (dpid, xid) in self._wanted
-
-    def install(self) -> None:
-        """Route os-ken's multipart-reply parsing through this registry (idempotent)."""
-        # Imported here: decoding needs no os-ken, and the benchmarks load this module alone.
-        from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
-
-        from controller.openflow import osken_internals
-
-        current = osken_internals.multipart_reply_parser()
-        original = getattr(current, "flowlane_original", current)
-
-        def parse(
-            datapath: Any, version: int, msg_type: int, msg_len: int, xid: int, buf: Any
-        ) -> Any:
-            if self.wanted(getattr(datapath, "id", None), xid) and len(buf) >= msg_len >= 16:
-                mp_type, flags = struct.unpack_from(">HH", buf, 8)
-                if mp_type == OFPMP_FLOW:
-                    msg = v13_parser.OFPFlowStatsReply(datapath)
-                    msg.set_headers(version, msg_type, msg_len, xid)
-                    msg.set_buf(buf[:msg_len])
-                    msg.type, msg.flags, msg.body = mp_type, flags, []
-                    msg.flowlane_raw = True
-                    return msg
-            return original(datapath, version, msg_type, msg_len, xid, buf)
-
-        parse.flowlane_original = original  # type: ignore[attr-defined]
-        osken_internals.set_multipart_reply_parser(parse)
-
-
-def deferred_body(msg: Any) -> memoryview | None:
-    """The raw body of a reply ``RawFlowStats`` kept from os-ken, or None for a parsed one."""
-    if not getattr(msg, "flowlane_raw", False):
-        return None
-    return multipart_body(msg.buf)

@@ -1,19 +1,16 @@
-"""OpenFlow on the wire: the 8-byte header, whole messages out of a byte stream, and
-os-ken's message classes used as a codec only.
+"""OpenFlow on the wire: the 8-byte header and whole messages out of a byte stream.
 
 A TCP (or TLS) stream carries messages back to back, each one's length in its
 header; a read ends anywhere, so bytes are kept until a message is whole.
 Nothing here does I/O or keeps a clock: the hub feeds what it read and gets
-whole messages back.
+whole messages back.  No os-ken either: building and reading messages with its
+classes goes through ``osken_internals`` (``encode``, ``parse``).
 """
 
 from __future__ import annotations
 
 import struct
-from typing import Any, Final
-
-from os_ken.ofproto import ofproto_v1_3 as v13
-from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
+from typing import Final
 
 HEADER: Final = struct.Struct("!BBHI")
 """ofp_header: version, type, length (of the whole message), xid."""
@@ -45,9 +42,18 @@ class FramingError(ValueError):
 
 
 def header(message: bytes | bytearray | memoryview) -> tuple[int, int, int, int]:
-    """(version, type, length, xid) of one message."""
+    """(version, type, length, xid) of the message at the start of ``message``."""
+    if len(message) < HEADER.size:
+        raise FramingError(f"{len(message)} bytes is shorter than an OpenFlow header")
     version, kind, length, xid = HEADER.unpack_from(message)
     return int(version), int(kind), int(length), int(xid)
+
+
+def with_xid(message: bytes, xid: int) -> bytes:
+    """``message`` (one or more whole messages: the first one's header) with xid ``xid``."""
+    stamped = bytearray(message)
+    _XID.pack_into(stamped, _XID_OFFSET, xid & 0xFFFFFFFF)
+    return bytes(stamped)
 
 
 def message(kind: int, xid: int = 0, body: bytes = b"", version: int = OFP_VERSION) -> bytes:
@@ -125,37 +131,3 @@ def hello_failed(version: int, text: str) -> bytes:
     own = version if 1 <= version < OFP_VERSION else OFP_VERSION
     body = struct.pack("!HH", ERROR_HELLO_FAILED, HELLO_FAILED_INCOMPATIBLE)
     return message(ERROR, 0, body + text.encode("ascii", "replace"), version=own)
-
-
-class CodecDatapath:
-    """What os-ken's OpenFlow 1.3 message classes read from ``datapath``: the protocol
-    modules, and the switch's id for whoever logs a message.
-
-    Serializing reads ``datapath.ofproto`` (version, header layout) and the
-    classes read ``datapath.ofproto_parser``; nothing here sends, so no xid
-    counter lives here: the switch actor owns its xids.
-    """
-
-    __slots__ = ("id", "ofproto", "ofproto_parser")
-
-    def __init__(self, dpid: int = 0) -> None:
-        self.ofproto: Any = v13
-        self.ofproto_parser: Any = v13_parser
-        self.id = dpid
-
-    def __repr__(self) -> str:
-        return f"CodecDatapath(dpid={self.id:016x})"
-
-
-def encode(msg: Any, xid: int) -> bytes:
-    """An os-ken message, serialized with transaction id ``xid``.
-
-    os-ken's ``Datapath.set_xid`` would take the next value of the datapath's
-    counter; here the caller chooses, and no counter anywhere moves. The xid
-    is written into the bytes, not the message (which keeps whatever it had),
-    so one message may be encoded for several xids.
-    """
-    msg.serialize()
-    data = bytearray(msg.buf)
-    _XID.pack_into(data, _XID_OFFSET, xid & 0xFFFFFFFF)
-    return bytes(data)

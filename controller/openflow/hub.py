@@ -6,7 +6,7 @@ so the controller's thread count grew with its switches. Here one thread
 once: it accepts, runs the TLS handshake without blocking, says HELLO, asks
 for the switch's features, answers echoes, cuts the byte stream into whole
 messages and writes what other threads queued, as far as each socket takes
-it. os-ken is used only to build and read messages (``framing``).
+it. os-ken is used only to build and read messages (``osken_internals``).
 
 Other threads talk to a connection through ``Connection.send`` and
 ``close``: both only queue under a small lock and wake the hub through a
@@ -28,8 +28,9 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final, Protocol
 
 from controller.openflow import framing
-from controller.openflow.framing import FramingError, encode
+from controller.openflow.framing import FramingError
 from controller.openflow.hub_connection import CLOSED_BY_CONTROLLER, HubConnection, Stage, Wakeup
+from controller.openflow.osken_internals import encode
 
 __all__ = ["Connection", "Hub", "HubConnection", "HubHandler", "encode"]
 

@@ -18,7 +18,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
-from controller.openflow.framing import CodecDatapath, Framer
+from controller.openflow.framing import Framer
+from controller.openflow.osken_internals import CodecDatapath
 
 
 class Stage(enum.Enum):

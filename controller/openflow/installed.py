@@ -20,17 +20,13 @@ import functools
 from collections.abc import Iterable
 from typing import Final
 
-from os_ken.ofproto import ofproto_v1_3 as v13
-from os_ken.ofproto.oxm_fields import OpenFlowBasic
-
 from controller.openflow.flowstats import entries, oxm_fields
+from controller.openflow.osken_internals import basic_oxm_fields
 from controller.openflow.stats import FlowCounters
 from controller.pipeline.flows import FIELD_BITS, FlowKey, InstalledFlow, MatchField, make_match
 
 _BASIC_FIELDS: Final = {
-    field.oxm_field: field.name
-    for field in v13.oxm_types
-    if isinstance(field, OpenFlowBasic) and field.name in FIELD_BITS
+    number: name for number, name in basic_oxm_fields().items() if name in FIELD_BITS
 }
 """OXM field number (OpenFlow basic class) → name, for the fields a plan can hold."""
 

@@ -1,129 +1,103 @@
-"""Every use flowlane makes of os-ken's internals, and nothing else.
+"""os-ken as flowlane uses it, beyond its documented message classes: one place.
 
-os-ken's public surface (apps, events, ``set_ev_cls``, the message classes,
-``Datapath.send_msg``) is used where it is needed.  What lies behind it --
-private names, attributes its own code sets, module globals we replace,
-behaviour no document promises -- is reached only through this module, so
-an os-ken upgrade that moves one of them breaks one place, and
-``tests/openflow/test_osken_internals.py`` names the internal that moved.
+os-ken is only a codec now: the hub (``controller.openflow.hub``) owns the
+sockets, and no os-ken app, ``Datapath`` or event loop runs.  Its message
+classes (``OFPFlowMod``, ``OFPMatch``...) are its documented surface and are
+used wherever a message is built or read.  What lies behind them -- what a
+message class reads from its ``datapath``, the module function that turns
+bytes into a message, the method that turns a message into bytes -- is
+reached only through this module, so an os-ken upgrade that moves one of
+them breaks one place, and ``tests/openflow/test_osken_internals.py`` names
+what moved.
 
 What we rely on, and why:
 
-- ``Datapath.xid`` and ``Datapath.set_xid``: the per-connection transaction
-  counter.  Several threads send to one datapath and a batch takes a run of
-  xids at once, so the counter is advanced here, under one lock.
-- ``ofproto_v1_3_parser._MSG_PARSERS``: the parser table, whose
-  multipart-reply entry ``RawFlowStats`` wraps to keep counting-table replies
-  unparsed.
-- ``os_ken.controller.controller.StreamServer``: the name
-  ``OpenFlowController.server_loop`` looks up when it builds its listener,
-  replaced to build a stoppable one; ``hub.StreamServer.server``, its
-  listening socket.
-- ``Datapath._recv_loop``, ``send_q`` and ``_send_q_sem``: the connection's
-  receive loop, whose end wakes the send loop blocked on its queue.
-- ``Datapath._recv_loop`` calling the ``ofp_event`` brick's handlers on the
-  receive thread itself: ``InlineReplies`` answers waiters there.
+- A stand-in for ``os_ken.controller.controller.Datapath`` (which needs a
+  socket): os-ken's OpenFlow 1.3 classes read only ``datapath.ofproto`` (the
+  version and header layout when serializing) and ``datapath.ofproto_parser``
+  (nested classes), and keep ``datapath`` on the message.  ``CodecDatapath``
+  is that stand-in, for the hub, the switch codec and the simulated switch.
+- ``os_ken.ofproto.ofproto_parser.msg``: bytes of one message to os-ken's
+  message object, dispatched on version and type (it logs and returns None
+  when a body does not parse; ``parse`` raises instead).
+- ``MsgBase.serialize`` filling ``msg.buf`` with the whole message, its
+  header's xid 0 when none was set: ``encode`` writes the caller's xid into
+  the bytes, since the switch actor, not a ``Datapath``, owns the counter.
+- ``ofproto_v1_3.oxm_types`` and ``oxm_fields.OpenFlowBasic``: os-ken's table
+  of OXM fields, whose numbers and names (the names ``OFPMatch`` takes) the
+  audit's raw decoder (``installed``) reads matches with.
 """
 
 from __future__ import annotations
 
-import socket
-import threading
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-from os_ken.base import app_manager
-from os_ken.controller import controller as ofp_controller
-from os_ken.lib import hub
+from os_ken.ofproto import ofproto_parser as osken_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
+from os_ken.ofproto.oxm_fields import OpenFlowBasic
 
-# ---- transaction ids ------------------------------------------------------------------------
+from controller.openflow.framing import HEADER, header, with_xid
 
-_XID_LOCK = threading.Lock()
-
-
-def assign_xid(datapath: Any, msg: Any) -> int:
-    """Give ``msg`` the datapath's next xid (os-ken's ``set_xid``, which is a plain increment)."""
-    with _XID_LOCK:
-        datapath.set_xid(msg)
-    return int(msg.xid)
+__all__ = ["DATAPATH", "CodecDatapath", "ParseError", "basic_oxm_fields", "encode", "parse"]
 
 
-def reserve_xids(datapath: Any, count: int) -> list[int]:
-    """``count`` consecutive xids, as ``set_xid`` would hand them out one by one."""
-    with _XID_LOCK:
-        first = int(datapath.xid)
-        datapath.xid = (first + count) & datapath.ofproto.MAX_XID
-    return [(first + n) & datapath.ofproto.MAX_XID for n in range(1, count + 1)]
+class CodecDatapath:
+    """What os-ken's OpenFlow 1.3 message classes read from ``datapath``: the protocol
+    modules, and the switch's id for whoever logs a message.
 
-
-# ---- the OpenFlow 1.3 parser table ---------------------------------------------------------
-
-MsgParser = Callable[[Any, int, int, int, int, Any], Any]
-"""os-ken's per-type parser: (datapath, version, msg_type, msg_len, xid, buf) -> message."""
-
-
-def multipart_reply_parser() -> MsgParser:
-    """The parser os-ken runs on every OpenFlow 1.3 multipart reply."""
-    parsers: dict[int, MsgParser] = v13_parser._MSG_PARSERS
-    return parsers[v13.OFPT_MULTIPART_REPLY]
-
-
-def set_multipart_reply_parser(parser: MsgParser) -> None:
-    """Make os-ken parse every OpenFlow 1.3 multipart reply with ``parser``."""
-    parsers: dict[int, MsgParser] = v13_parser._MSG_PARSERS
-    parsers[v13.OFPT_MULTIPART_REPLY] = parser
-
-
-# ---- the listener and its connections --------------------------------------------------------
-
-
-def replace_stream_server(factory: Callable[..., Any]) -> Any:
-    """Have ``OpenFlowController`` build its listener with ``factory``; returns what it used."""
-    original = ofp_controller.StreamServer
-    ofp_controller.StreamServer = factory
-    return original
-
-
-def restore_stream_server(original: Any) -> None:
-    ofp_controller.StreamServer = original
-
-
-def listening_socket(server: hub.StreamServer) -> socket.socket:
-    """The socket a ``hub.StreamServer`` accepts on."""
-    sock: socket.socket = server.server
-    return sock
-
-
-class StoppableDatapath(ofp_controller.Datapath):  # type: ignore[misc]
-    """os-ken's datapath, whose send loop ends with its receive loop."""
-
-    def _recv_loop(self) -> None:
-        try:
-            super()._recv_loop()  # closes the socket when it ends
-        finally:
-            self._wake_send_loop()
-
-    def _wake_send_loop(self) -> None:
-        """Queue a close marker so ``_send_loop`` leaves ``send_q.get()``.
-
-        Its ``sendall`` on the closed socket fails and it ends, as it does on
-        any send error.  The marker takes a slot of os-ken's send semaphore,
-        as every queued message does; when none is free the send loop is busy
-        sending and ends on its own at the closed socket.
-        """
-        queue = self.send_q
-        if queue is not None and self._send_q_sem.acquire(blocking=False):
-            queue.put((b"", True))
-
-
-# ---- handlers on the receive thread ----------------------------------------------------------
-
-
-def openflow_brick() -> Any:
-    """os-ken's ``ofp_event`` app, whose handlers each connection's receive loop calls itself.
-
-    None when os-ken's OpenFlow handler is not running.
+    Nothing here sends, so no xid counter lives here: the switch actor owns its xids.
     """
-    return app_manager.lookup_service_brick("ofp_event")
+
+    __slots__ = ("id", "ofproto", "ofproto_parser")
+
+    def __init__(self, dpid: int = 0) -> None:
+        self.ofproto: Any = v13
+        self.ofproto_parser: Any = v13_parser
+        self.id = dpid
+
+    def __repr__(self) -> str:
+        return f"CodecDatapath(dpid={self.id:016x})"
+
+
+DATAPATH: Final = CodecDatapath()
+"""The one stand-in every encoding and parse uses when no switch is named: a message's
+bytes do not depend on the switch it goes to."""
+
+
+class ParseError(ValueError):
+    """Bytes os-ken cannot read as one OpenFlow 1.3 message."""
+
+
+def parse(data: bytes | bytearray | memoryview, datapath: CodecDatapath = DATAPATH) -> Any:
+    """One whole message as os-ken's message object (``msg.xid``, ``msg.body``...)."""
+    if len(data) < HEADER.size:
+        raise ParseError(f"{len(data)} bytes is shorter than an OpenFlow header")
+    version, msg_type, length, xid = header(data)
+    buf = bytes(data)
+    try:
+        msg = osken_parser.msg(datapath, version, msg_type, length, xid, buf)
+    except Exception as exc:
+        raise ParseError(f"os-ken cannot parse message type {msg_type}: {exc!r}") from exc
+    if msg is None:  # os-ken logged the failure and handed back nothing
+        raise ParseError(f"os-ken cannot parse message type {msg_type}")
+    return msg
+
+
+def encode(msg: Any, xid: int = 0) -> bytes:
+    """An os-ken message, serialized, with transaction id ``xid`` in its header.
+
+    The xid is written into the bytes, not the message (which keeps whatever it
+    had), so one message may be encoded for several xids.
+    """
+    msg.serialize()
+    return with_xid(bytes(msg.buf), xid)
+
+
+def basic_oxm_fields() -> dict[int, str]:
+    """OpenFlow 1.3 OXM fields of the OpenFlow basic class: number -> ``OFPMatch`` name."""
+    return {
+        int(field.oxm_field): str(field.name)
+        for field in v13.oxm_types
+        if isinstance(field, OpenFlowBasic)
+    }

@@ -1,4 +1,4 @@
-"""What the os-ken app needs from the command line, passed in at instantiation."""
+"""What the controller (``controller.shell``) needs from the command line."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class ActivePolicy:
     version: int | None = None
     since: float = field(default_factory=time.monotonic)
     plans: BasePlans = field(init=False, repr=False, compare=False)
-    """Every switch's worker plans from here: switches alike share one plan."""
+    """Every switch actor plans from here: switches alike share one plan."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "plans", BasePlans(self.policy))

@@ -1,10 +1,9 @@
-"""The files of OpenFlow over mutual TLS, and the os-ken options that turn it on.
+"""The files of OpenFlow over mutual TLS, and the TLS context the hub serves with.
 
-os-ken listens either on plain TCP or, when given a key and certificate, on
-TLS only; with a CA it requires and checks the switch's certificate. flowlane
-always gives all three, so a TLS controller has no plain listener and serves
-only switches the CA certified. The OpenFlow hub (``hub``) takes the same three
-files as an ``ssl.SSLContext`` (``server_context``).
+A TLS controller listens on TLS only, with all three files: its key and
+certificate, and the CA whose certificate every switch must present. So it
+has no plain listener and serves only switches the CA certified. The OpenFlow
+hub (``hub``) takes them as an ``ssl.SSLContext`` (``server_context``).
 """
 
 from __future__ import annotations
@@ -19,24 +18,6 @@ class OfpTls:
     cert: Path
     key: Path
     ca: Path
-
-
-def listener_args(host: str, port: int, tls: OfpTls | None) -> list[str]:
-    """os-ken's command-line options for a listener on ``host:port``."""
-    args = ["--ofp-listen-host", host]
-    if tls is None:
-        return [*args, "--ofp-tcp-listen-port", str(port)]
-    return [
-        *args,
-        "--ofp-ssl-listen-port",
-        str(port),
-        "--ctl-privkey",
-        str(tls.key),
-        "--ctl-cert",
-        str(tls.cert),
-        "--ca-certs",
-        str(tls.ca),
-    ]
 
 
 def server_context(tls: OfpTls) -> ssl.SSLContext:

@@ -386,7 +386,7 @@ class BasePlans:
         named = tuple(
             sorted((name, port_numbers[name]) for name in self._named if name in port_numbers)
         )
-        # Under the lock: ten workers asking at once wait for one plan instead of making ten.
+        # Under the lock: ten switch actors asking at once wait for one plan instead of making ten.
         with self._lock:
             plan = self._plans.get(named)
             if plan is None:

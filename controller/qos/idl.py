@@ -2,9 +2,10 @@
 
 ``ovs.db.idl.Idl`` keeps a replica of the monitored tables and tells which
 rows changed, but it is not thread-safe, and the controller asks for queues
-from one thread per switch.  So one thread owns the IDL: callers on any
-thread submit *reads* (functions of the replica) and *writes* (functions
-that fill a transaction) and wait on a future; the thread runs the IDL and
+from several threads (the actors' runtime's blocking pool).  So one thread
+owns the IDL: callers on any thread submit *reads* (functions of the
+replica) and *writes* (functions that fill a transaction) and wait on a
+future; the thread runs the IDL and
 serves them in its own loop without ever blocking on one (reads are answered
 while a commit is on its way, and a write waiting for ovs-vswitchd does not
 hold up the next), and tells subscribers which tables changed, so nobody

@@ -15,8 +15,9 @@ Functional core: decoding netlink messages into ``HtbClass`` and ``FilterKey``
 values, and the planned filters into the same keys, are pure functions.
 Thin shell: ``Netlink`` owns one pyroute2 socket and an ifindex cache. A
 pyroute2 socket must not be shared between threads, so the module-level
-functions use one ``Netlink`` per calling thread (a switch worker's QoS thread
-calls them all), which that thread closes with ``close()`` when it ends.
+functions use one ``Netlink`` per calling thread (the actors' runtime's blocking
+threads call them all: a fixed number, each keeping its socket for the process's
+life), which a thread that ends closes with ``close()``.
 """
 
 from __future__ import annotations

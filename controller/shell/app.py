@@ -25,8 +25,8 @@ from controller.actors.runtime import ActorSystem, Ref
 from controller.openflow import fabric_events as fabric
 from controller.openflow import messages
 from controller.openflow.fabric_owner import FabricOwner
-from controller.openflow.framing import encode
 from controller.openflow.hub import Connection
+from controller.openflow.osken_internals import DATAPATH, encode, parse
 from controller.openflow.settings import ControllerSettings
 from controller.pipeline.desired import FabricInputs
 from controller.policy.jobs import JobSpec
@@ -47,7 +47,6 @@ from controller.shell.registry import (
     SwitchRef,
     probe_reply,
 )
-from controller.switch import codec
 from controller.switch import commands as switch_commands
 from controller.switch import events as switch_events
 from controller.switch.actor import OnceLog, SayOnce, SwitchServices, spawn_switch
@@ -198,7 +197,7 @@ class FlowlaneController:
         if not self.settings.active.policy.forwarding.fabric:  # the registry's to write
             return
         try:
-            in_port, frame = messages.packet_in_summary(codec.parse(data))
+            in_port, frame = messages.packet_in_summary(parse(data))
         except Exception:
             LOG.exception("switch %016x: packet-in not decoded", conn.dpid)
             return
@@ -228,7 +227,7 @@ class FlowlaneController:
         served = self.registry.served.get(dpid)
         if served is None:
             return
-        msg = messages.packet_out(codec.DATAPATH, ports, data)
+        msg = messages.packet_out(DATAPATH, ports, data)
         served.conn.send(encode(msg, 0))
 
     def _port_qos_changed(self, ports: frozenset[str]) -> None:

@@ -82,11 +82,11 @@ class _StopRequest:
 
 SWITCH_INTERVAL_S = 0.001
 """How long a thread busy with Python code keeps the interpreter before one that is
-ready gets it (CPython's default: 5 ms).  A policy change crosses several threads per
-switch (worker, send loop, receive loop, store writer), and at each the ready thread
-waited for whichever was serialising a report or planning another switch: a shorter
-slice costs a little throughput and took tens of milliseconds off a change on ten
-switches."""
+ready gets it (CPython's default: 5 ms).  A policy change crosses several threads
+(Redis link, actor pool, hub, store writer), and at each the ready thread waited for
+whichever was serialising a report or planning another switch: a shorter slice costs a
+little throughput and took tens of milliseconds off a change on ten switches (measured
+with the thread-per-switch shell)."""
 
 
 def run_controller(

@@ -5,8 +5,8 @@ replies are never handed to os-ken: their bodies stay raw bytes for
 flowlane's own decoders (``installed_entries``, ``decode_count_replies``),
 which read them about ten times faster.  The other replies (port
 descriptions, port status, group descriptions, meter configurations, port
-stats) are parsed by os-ken's parser classes, which only need an object
-naming the protocol modules as their ``datapath`` (``DATAPATH``).
+stats) are parsed by os-ken (``osken_internals.parse``, with the one stand-in
+datapath every encoding uses too).
 
 Encoding gives each request the xid the step chose: the step owns the
 switch's xid counter, so nothing here counts.
@@ -17,28 +17,23 @@ from __future__ import annotations
 import struct
 from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Final
 
-from os_ken.ofproto import ofproto_parser as osken_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
 from controller.openflow import messages, wire
 from controller.openflow.flowstats import multipart_body
+from controller.openflow.framing import HEADER, header
+from controller.openflow.osken_internals import DATAPATH, ParseError, encode, parse
 from controller.pipeline import tables
 from controller.pipeline.diff import FlowDiff
 from controller.pipeline.groups import GroupDiff, MeterEntry
 from controller.pipeline.plan import PortState
 
-DATAPATH: Final[Any] = SimpleNamespace(ofproto=v13, ofproto_parser=v13_parser, id=None)
-"""What os-ken's OpenFlow 1.3 message classes read from a datapath, and nothing more.
-``id`` None: no registry keyed by datapath (``RawFlowStats``) ever claims a parse."""
-
 OFPP_MAX: Final = 0xFFFFFF00
 """Ports above this are reserved (``LOCAL``, ``CONTROLLER``...): not the switch's own."""
 
-_HEADER: Final = struct.Struct("!BBHI")
 _MULTIPART: Final = struct.Struct("!HH")
 _ERROR: Final = struct.Struct("!HH")
 OFPMPF_REPLY_MORE: Final = 1
@@ -116,20 +111,18 @@ class Other:
 Decoded = Part | ErrorReply | BarrierReply | PortStatus | Other
 
 
-def header(data: bytes) -> tuple[int, int, int, int]:
-    """(version, type, length, xid) of the message at the start of ``data``."""
-    if len(data) < _HEADER.size:
+def _header(data: bytes) -> tuple[int, int, int, int]:
+    if len(data) < HEADER.size:
         raise CodecError(f"{len(data)} bytes is shorter than an OpenFlow header")
-    version, msg_type, length, xid = _HEADER.unpack_from(data, 0)
-    return int(version), int(msg_type), int(length), int(xid)
+    return header(data)
 
 
 def split(data: bytes) -> Iterator[bytes]:
     """The whole messages of a stream of them (a batch is sent as one write)."""
     offset = 0
     while offset < len(data):
-        _, _, length, _ = header(data[offset:])
-        if length < _HEADER.size or offset + length > len(data):
+        _, _, length, _ = _header(data[offset:])
+        if length < HEADER.size or offset + length > len(data):
             raise CodecError(f"message at byte {offset} has length {length}")
         yield data[offset : offset + length]
         offset += length
@@ -137,7 +130,7 @@ def split(data: bytes) -> Iterator[bytes]:
 
 def decode(data: bytes) -> Decoded:
     """One whole message, as the step needs it."""
-    version, msg_type, length, xid = header(data)
+    version, msg_type, length, xid = _header(data)
     if version != v13.OFP_VERSION:
         raise CodecError(f"OpenFlow version {version}, not 1.3")
     if length != len(data):
@@ -145,30 +138,29 @@ def decode(data: bytes) -> Decoded:
     if msg_type == v13.OFPT_BARRIER_REPLY:
         return BarrierReply(xid)
     if msg_type == v13.OFPT_ERROR:
-        if length < _HEADER.size + _ERROR.size:
+        if length < HEADER.size + _ERROR.size:
             raise CodecError("error message too short")
-        err_type, code = _ERROR.unpack_from(data, _HEADER.size)
+        err_type, code = _ERROR.unpack_from(data, HEADER.size)
         return ErrorReply(xid, int(err_type), int(code))
     if msg_type == v13.OFPT_MULTIPART_REPLY:
-        if length < _HEADER.size + _MULTIPART.size:
+        if length < HEADER.size + _MULTIPART.size:
             raise CodecError("multipart reply too short")
-        mp_type, flags = _MULTIPART.unpack_from(data, _HEADER.size)
+        mp_type, flags = _MULTIPART.unpack_from(data, HEADER.size)
         more = bool(flags & OFPMPF_REPLY_MORE)
         if mp_type == MP_FLOW:
             return Part(xid, mp_type, more, bytes(multipart_body(data)))
-        return Part(xid, mp_type, more, tuple(parse(data).body))
+        return Part(xid, mp_type, more, tuple(_parse(data).body))
     if msg_type == v13.OFPT_PORT_STATUS:
-        msg = parse(data)
+        msg = _parse(data)
         return PortStatus(int(msg.reason), port_state(msg.desc))
     return Other(msg_type, xid)
 
 
-def parse(data: bytes) -> Any:
-    version, msg_type, length, xid = header(data)
+def _parse(data: bytes) -> Any:
     try:
-        return osken_parser.msg(DATAPATH, version, msg_type, length, xid, data)
-    except Exception as exc:
-        raise CodecError(f"os-ken cannot parse message type {msg_type}: {exc!r}") from exc
+        return parse(data)
+    except ParseError as exc:
+        raise CodecError(str(exc)) from exc
 
 
 def port_state(desc: Any) -> PortState:
@@ -199,27 +191,19 @@ def own_ports(body: Sequence[Any]) -> tuple[PortState, ...]:
 # ---- encoding -----------------------------------------------------------------------------
 
 
-def _request(msg: Any) -> bytes:
-    return wire.encode(msg)
-
-
-PORT_DESC: Final = _request(v13_parser.OFPPortDescStatsRequest(DATAPATH, 0))
-FLOWS: Final = _request(messages.flow_stats_request(DATAPATH))
+PORT_DESC: Final = encode(v13_parser.OFPPortDescStatsRequest(DATAPATH, 0))
+FLOWS: Final = encode(messages.flow_stats_request(DATAPATH))
 """Every table's entries (the counting table's are skipped when decoded)."""
-GROUPS: Final = _request(messages.group_desc_request(DATAPATH))
-METERS: Final = _request(messages.meter_config_request(DATAPATH))
-COUNT_FLOWS: Final = _request(
+GROUPS: Final = encode(messages.group_desc_request(DATAPATH))
+METERS: Final = encode(messages.meter_config_request(DATAPATH))
+COUNT_FLOWS: Final = encode(
     v13_parser.OFPFlowStatsRequest(
         DATAPATH, 0, tables.COUNT, v13.OFPP_ANY, v13.OFPG_ANY, 0, 0, v13_parser.OFPMatch()
     )
 )
 """The counting table's entries (detection)."""
-PORT_STATS: Final = _request(v13_parser.OFPPortStatsRequest(DATAPATH, 0, v13.OFPP_ANY))
+PORT_STATS: Final = encode(v13_parser.OFPPortStatsRequest(DATAPATH, 0, v13.OFPP_ANY))
 BARRIER: Final = wire.BARRIER
-
-
-def with_xid(request: bytes, xid: int) -> bytes:
-    return wire.with_xid(request, xid)
 
 
 def batch_messages(
@@ -233,20 +217,20 @@ def batch_messages(
     Meters and groups before the flows that use them; flow adds before deletes, so
     traffic never falls through a gap; groups deleted after the flows that used them.
     """
-    dp = wire.PROTOCOL
+    dp = DATAPATH
     return [
         *(
-            wire.encode(
+            encode(
                 messages.meter_modify(dp, m)
                 if m.meter_id in installed_meters
                 else messages.meter_add(dp, m)
             )
             for m in meters
         ),
-        *(wire.encode(messages.group_add(dp, g)) for g in groups.add),
-        *(wire.encode(messages.group_modify(dp, g)) for g in groups.modify),
+        *(encode(messages.group_add(dp, g)) for g in groups.add),
+        *(encode(messages.group_modify(dp, g)) for g in groups.modify),
         *(wire.flow_add(f) for f in flows.add),
         *(wire.flow_delete(k) for k in flows.delete),
-        *(wire.encode(messages.flow_delete_by_cookie(dp, t, c)) for t, c in flows.delete_by_cookie),
-        *(wire.encode(messages.group_delete(dp, gid)) for gid in groups.delete),
+        *(encode(messages.flow_delete_by_cookie(dp, t, c)) for t, c in flows.delete_by_cookie),
+        *(encode(messages.group_delete(dp, gid)) for gid in groups.delete),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from controller.switch import codec
+from controller.openflow.framing import with_xid
 from controller.switch.commands import Command, Send, Timer
 from controller.switch.events import Tick
 from controller.switch.state import MAX_XID, Ask, Request, SwitchConfig, SwitchState
@@ -29,7 +29,7 @@ def ask(
 ) -> SwitchState:
     """Send ``request`` with a fresh xid and remember it until answered or due."""
     state, xid = take_xids(state, 1)
-    out.append(Send(codec.with_xid(request, xid)))
+    out.append(Send(with_xid(request, xid)))
     return expect(state, xid, what, now, config, out)
 
 

@@ -12,6 +12,7 @@ import logging
 import traceback
 from dataclasses import replace
 
+from controller.openflow.framing import with_xid
 from controller.openflow.stats import class_counters
 from controller.pipeline.diff import diff_flows
 from controller.pipeline.groups import diff_groups
@@ -153,8 +154,8 @@ def _planned(
     barrier = first + len(batch)
     out.append(Metric("flow_mods", "inc", len(flow_diff.add), (state.tag, "add")))
     out.append(Metric("flow_mods", "inc", len(flow_diff.delete), (state.tag, "delete")))
-    data = b"".join(codec.with_xid(msg, first + n) for n, msg in enumerate(batch))
-    out.append(Send(data + codec.with_xid(codec.BARRIER, barrier)))
+    data = b"".join(with_xid(msg, first + n) for n, msg in enumerate(batch))
+    out.append(Send(data + with_xid(codec.BARRIER, barrier)))
     applying = replace(applying, barrier=barrier, first_xid=first, last_xid=barrier - 1)
     # Unknown until the barrier confirms: a failure re-reads.
     state = replace(state, installed=None, sync=replace(sync, applying=applying))

@@ -10,16 +10,17 @@ judged on what it sends after its last growth, under the new thresholds.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from controller.classify.decisions import Decisions, Demotion, DemotionReason
 from controller.classify.detector import Detector
-from controller.openflow.settings import ActivePolicy, ControllerSettings
-from controller.openflow.worker import SwitchWorker
 from controller.policy.load import parse_policy
+from controller.switch.detect import detector_for
+from controller.switch.events import PolicySnapshot
+from controller.switch.state import SwitchState, initial_state
 from tests.classify.conftest import FakeTable, spec
 
 PORT = 10_000_000_000  # 10 Gbit: the default rate (10 %) is 1 Gbit/s
@@ -130,7 +131,7 @@ def test_a_smaller_max_tracked_keeps_the_heaviest_flows(table: FakeTable, flow: 
 
 
 # --------------------------------------------------------------------------------------------
-# The switch worker applies a change to the detector it has
+# The switch step applies a change to the detector it has (``controller.switch.detect``)
 # --------------------------------------------------------------------------------------------
 
 DOCUMENT: dict[str, Any] = {
@@ -144,27 +145,25 @@ DOCUMENT: dict[str, Any] = {
 }
 
 
-def worker_for(document: dict[str, Any]) -> SwitchWorker:
-    """A switch worker with no switch: its threads never start, only its detector is used."""
-    settings = ControllerSettings(ActivePolicy(parse_policy(document, source="test")))
-    return SwitchWorker(SimpleNamespace(dpid=1), SimpleNamespace(settings=settings))  # type: ignore[arg-type]
+def switch_for(document: dict[str, Any], version: int) -> SwitchState:
+    """A switch's state with no switch: only its detector is used."""
+    return initial_state(1, PolicySnapshot(parse_policy(document, source="test"), version))
 
 
-def test_the_worker_keeps_the_counters_when_the_detection_section_changes(
+def test_the_switch_keeps_the_counters_when_the_detection_section_changes(
     table: FakeTable, flow: Any
 ) -> None:
     """The report: a flow that had ended 10 s before the change got an override from it."""
-    worker = worker_for(DOCUMENT)
-    policy = worker.settings.active.policy
-    assert policy.detection is not None
-    detector = worker._detector_for(policy, policy.detection)
+    state = detector_for(switch_for(DOCUMENT, 1))
+    detector = state.detector
+    assert detector is not None
     ended_bulk_flow(table, detector, flow)
 
     changed = {**DOCUMENT, "detection": {"elephant": {"class": "training", "rate": "100Mbit"}}}
-    worker.settings.active = ActivePolicy(parse_policy(changed, source="test"))
-    new_policy = worker.settings.active.policy
-    assert new_policy.detection is not None
-    after = worker._detector_for(new_policy, new_policy.detection)
+    state = replace(state, snapshot=switch_for(changed, 2).snapshot)
+    state = detector_for(state)
+    after = state.detector
+    assert after is detector  # retuned: its counters carry over
     assert after.thresholds.rate_bps == 100_000_000
     assert demotions(table.run(after, 15)) == []
-    assert worker.overrides == {}
+    assert state.overrides == {}

@@ -1,43 +1,35 @@
 """Fabric messages against a real Open vSwitch: groups, meters, packet-out, packet-in.
 
 Two userspace bridges joined by a veth pair (A port 1 <-> B port 1); A has a
-second port for a second watched bucket.  An os-ken app of this module's own
-(run as a process, stopped by PID) installs a select group, a meter and a flow
-using both on A, reads them back, modifies and deletes, then sends an LLDP
-probe out of A and waits for B to hand it back as a packet-in.  The test
-then checks that what came back decodes to exactly the planned entries: that
-is what makes the controller's group and meter diffs converge to nothing.
+second port for a second watched bucket.  Both connect to an OpenFlow hub
+(``controller.openflow.hub``, the controller's own, in this process) whose
+handler here installs a select group, a meter and a flow using both on A,
+reads them back, modifies and deletes, then sends an LLDP probe out of A and
+waits for B to hand it back as a packet-in.  The test then checks that what
+came back decodes to exactly the planned entries: that is what makes the
+controller's group and meter diffs converge to nothing.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import itertools
 import os
-import pickle
 import queue
-import signal
 import subprocess
-import sys
-import threading
 import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, ClassVar, TypeVar, cast
+from typing import Any
 
 import pytest
-from os_ken.base import app_manager
-from os_ken.controller import ofp_event
-from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
-from os_ken.lib import hub
-from os_ken.ofproto import ofproto_v1_3
+from os_ken.ofproto import ofproto_v1_3 as v13
 
 from controller.openflow import messages
 from controller.openflow.frames import lldp_frame, parse_lldp
-from controller.openflow.replies import ReplyWaiter
+from controller.openflow.framing import header
+from controller.openflow.hub import Connection, Hub
+from controller.openflow.osken_internals import encode, parse
 from controller.pipeline.flows import (
     OFPP_CONTROLLER,
     ApplyActions,
@@ -55,7 +47,6 @@ from controller.pipeline.tables import CLASSIFY
 
 pytestmark = pytest.mark.ovs
 
-REPO = Path(__file__).resolve().parents[2]
 LINK_PORT = 1
 """A's and B's ends of the veth pair between them."""
 SPARE_PORT = 2
@@ -102,7 +93,7 @@ LLDP_TO_CONTROLLER = FlowEntry(
 
 @dataclass
 class Observed:
-    """What the probe app read from the switches, handed to the test as a pickle."""
+    """What the probe read from the switches."""
 
     groups_before: dict[int, GroupEntry | None]
     meters_before: dict[int, MeterEntry | None]
@@ -117,119 +108,119 @@ class Observed:
     """(dpid it arrived on, in_port, what parse_lldp read)."""
 
 
-# ---- the probe app (runs in its own process) -----------------------------------
+# ---- the probe: the hub's handler and a client on the test's thread ---------------
 
-_Handler = TypeVar("_Handler", bound=Callable[..., None])
-
-
-def _on(event: Any, dispatchers: Any) -> Callable[[_Handler], _Handler]:
-    """os-ken's ``set_ev_cls`` with a type, so mypy keeps checking the handlers."""
-    return cast(Callable[[_Handler], _Handler], set_ev_cls(event, dispatchers))
+WAIT_S = 15.0
 
 
-class FabricProbe(app_manager.OSKenApp):  # type: ignore[misc]
-    OFP_VERSIONS: ClassVar[list[int]] = [ofproto_v1_3.OFP_VERSION]
-    dpid_a = 0
-    dpid_b = 0
-    out_path = Path()
+class Switches:
+    """The hub's handler: each connection and message onto a queue the test reads."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.replies = ReplyWaiter()
-        self.datapaths: dict[int, Any] = {}
-        self.packet_ins: queue.Queue[tuple[int, int, bytes]] = queue.Queue()
-        self.started = threading.Lock()
+    def __init__(self) -> None:
+        self.connections: queue.Queue[Connection] = queue.Queue()
+        self.messages: queue.Queue[tuple[int, bytes]] = queue.Queue()
+        self.packet_ins: queue.Queue[tuple[int, bytes]] = queue.Queue()
 
-    @_on(ofp_event.EventOFPStateChange, MAIN_DISPATCHER)
-    def state_change(self, ev: Any) -> None:
-        self.datapaths[ev.datapath.id] = ev.datapath
-        if {self.dpid_a, self.dpid_b} <= set(self.datapaths) and self.started.acquire(False):
-            hub.spawn(self.run)
+    def connected(self, conn: Connection) -> None:
+        self.connections.put(conn)
 
-    @_on(
-        [
-            ofp_event.EventOFPGroupDescStatsReply,
-            ofp_event.EventOFPMeterConfigStatsReply,
-            ofp_event.EventOFPFlowStatsReply,
-        ],
-        MAIN_DISPATCHER,
-    )
-    def multipart(self, ev: Any) -> None:
-        msg = ev.msg
-        more = bool(msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE)
-        self.replies.part(msg.datapath.id, msg.xid, msg.body, more)
+    def received(self, conn: Connection, data: bytes) -> None:
+        if header(data)[1] == v13.OFPT_PACKET_IN:
+            self.packet_ins.put((conn.dpid, data))
+        else:
+            self.messages.put((conn.dpid, data))
 
-    @_on(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
-    def barrier(self, ev: Any) -> None:
-        self.replies.part(ev.msg.datapath.id, ev.msg.xid, [], False)
+    def disconnected(self, conn: Connection) -> None:
+        pass
 
-    @_on(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
-    def error(self, ev: Any) -> None:
-        msg = ev.msg
-        self.replies.fail(msg.datapath.id, msg.xid, f"type={msg.type} code={msg.code}")
 
-    @_on(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
-    def packet_in(self, ev: Any) -> None:
-        self.packet_ins.put((ev.msg.datapath.id, *messages.packet_in_summary(ev.msg)))
+class Probe:
+    """Requests and batches to the switches, one at a time, each waited for."""
 
-    def request(self, datapath: Any, msg: Any) -> list[Any]:
-        datapath.set_xid(msg)
-        self.replies.expect(datapath.id, msg.xid)
-        datapath.send_msg(msg)
-        return self.replies.wait(datapath.id, msg.xid, 10.0)
+    def __init__(self, switches: Switches, dpid_a: int, dpid_b: int) -> None:
+        self.switches = switches
+        self.dpid_a, self.dpid_b = dpid_a, dpid_b
+        self.conns: dict[int, Connection] = {}
+        self._xids = itertools.count(1)
+        deadline = time.monotonic() + 30
+        while not {dpid_a, dpid_b} <= set(self.conns):
+            conn = switches.connections.get(timeout=max(0.0, deadline - time.monotonic()))
+            self.conns[conn.dpid] = conn
 
-    def apply(self, datapath: Any, *mods: Any) -> None:
-        """Send, then a barrier; any switch error fails the run."""
-        xids = []
-        for mod in mods:
-            datapath.set_xid(mod)
-            self.replies.expect(datapath.id, mod.xid)
-            xids.append(mod.xid)
-            datapath.send_msg(mod)
-        self.request(datapath, datapath.ofproto_parser.OFPBarrierRequest(datapath))
-        errors = self.replies.settle(datapath.id, xids)
+    def _replies(self, dpid: int, xids: set[int]) -> Iterator[tuple[int, int, bytes]]:
+        """(type, xid, message) of ``dpid``'s messages for ``xids``, as they come."""
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"switch {dpid:016x}: no reply to {sorted(xids)}")
+            got, data = self.switches.messages.get(timeout=remaining)
+            _, kind, _, xid = header(data)
+            if got == dpid and xid in xids:
+                yield kind, xid, data
+
+    def request(self, conn: Connection, msg: Any) -> list[Any]:
+        """A multipart request's reply body, every part of it."""
+        xid = next(self._xids)
+        assert conn.send(encode(msg, xid))
+        body: list[Any] = []
+        for kind, _, data in self._replies(conn.dpid, {xid}):
+            reply = parse(data)
+            if kind == v13.OFPT_ERROR:
+                raise RuntimeError(f"switch rejected: type={reply.type} code={reply.code}")
+            body += reply.body
+            if not reply.flags & v13.OFPMPF_REPLY_MORE:
+                return body
+
+    def apply(self, conn: Connection, *mods: Any) -> None:
+        """Send in one write, then a barrier; any switch error fails the run."""
+        xids = [next(self._xids) for _ in (*mods, None)]
+        barrier = conn.datapath().ofproto_parser.OFPBarrierRequest(conn.datapath())
+        assert conn.send(
+            b"".join(encode(m, x) for m, x in zip((*mods, barrier), xids, strict=True))
+        )
+        errors = []
+        for kind, _, data in self._replies(conn.dpid, set(xids)):
+            if kind == v13.OFPT_ERROR:
+                reply = parse(data)
+                errors.append(f"xid {reply.xid}: type={reply.type} code={reply.code}")
+            elif kind == v13.OFPT_BARRIER_REPLY:
+                break
         if errors:
             raise RuntimeError(f"switch rejected: {errors}")
 
-    def groups(self, datapath: Any) -> dict[int, GroupEntry | None]:
-        descs = self.request(datapath, messages.group_desc_request(datapath))
+    def groups(self, conn: Connection) -> dict[int, GroupEntry | None]:
+        descs = self.request(conn, messages.group_desc_request(conn.datapath()))
         return {desc.group_id: messages.installed_group(desc) for desc in descs}
 
-    def meters(self, datapath: Any) -> dict[int, MeterEntry | None]:
-        configs = self.request(datapath, messages.meter_config_request(datapath))
+    def meters(self, conn: Connection) -> dict[int, MeterEntry | None]:
+        configs = self.request(conn, messages.meter_config_request(conn.datapath()))
         return {config.meter_id: messages.installed_meter(config) for config in configs}
 
-    def run(self) -> None:
-        try:
-            observed = self.observe()
-        except BaseException:
-            self.out_path.write_text(traceback.format_exc())
-            os._exit(1)
-        # fields, not the Observed itself: this module is __main__ here, not in the test
-        self.out_path.write_bytes(pickle.dumps(vars(observed)))
-        os._exit(0)
-
     def observe(self) -> Observed:
-        a, b = self.datapaths[self.dpid_a], self.datapaths[self.dpid_b]
+        a, b = self.conns[self.dpid_a], self.conns[self.dpid_b]
+        dp_a, dp_b = a.datapath(), b.datapath()
         groups_before, meters_before = self.groups(a), self.meters(a)
         # meter and group before the flow that names them
         self.apply(
             a,
-            messages.meter_add(a, LIMIT),
-            messages.group_add(a, SPREAD),
-            messages.group_add(a, FLOOD),
-            messages.flow_add(a, TO_SPREAD),
+            messages.meter_add(dp_a, LIMIT),
+            messages.group_add(dp_a, SPREAD),
+            messages.group_add(dp_a, FLOOD),
+            messages.flow_add(dp_a, TO_SPREAD),
         )
         groups, meters = self.groups(a), self.meters(a)
-        stats = self.request(a, messages.flow_stats_request(a))
+        stats = self.request(a, messages.flow_stats_request(dp_a))
         flows = [messages.installed_flow(entry) for entry in stats]
-        self.apply(a, messages.group_modify(a, RESPREAD), messages.meter_modify(a, RELIMIT))
+        self.apply(a, messages.group_modify(dp_a, RESPREAD), messages.meter_modify(dp_a, RELIMIT))
         groups_modified, meters_modified = self.groups(a), self.meters(a)
         self.apply(
-            a, messages.group_delete(a, FOREIGN_GROUP), messages.meter_delete(a, FOREIGN_METER)
+            a,
+            messages.group_delete(dp_a, FOREIGN_GROUP),
+            messages.meter_delete(dp_a, FOREIGN_METER),
         )
         groups_after_delete, meters_after_delete = self.groups(a), self.meters(a)
-        self.apply(b, messages.flow_add(b, LLDP_TO_CONTROLLER))
+        self.apply(b, messages.flow_add(dp_b, LLDP_TO_CONTROLLER))
         lldp_packet_in = self.probe_link(a)
         return Observed(
             groups_before,
@@ -244,41 +235,20 @@ class FabricProbe(app_manager.OSKenApp):  # type: ignore[misc]
             lldp_packet_in,
         )
 
-    def probe_link(self, a: Any) -> tuple[int, int, tuple[int, int] | None]:
+    def probe_link(self, a: Connection) -> tuple[int, int, tuple[int, int] | None]:
         """Probe until B answers: a fresh veth may drop the first frames."""
         probe = lldp_frame(self.dpid_a, LINK_PORT, PROBE_MAC)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
-            a.send_msg(messages.packet_out(a, [LINK_PORT], probe))
+            # xid 0, as the controller's fabric owner sends its probes
+            assert a.send(encode(messages.packet_out(a.datapath(), [LINK_PORT], probe), 0))
             with contextlib.suppress(queue.Empty):
                 while True:
-                    dpid, in_port, data = self.packet_ins.get(timeout=1.0)
+                    dpid, data = self.switches.packet_ins.get(timeout=1.0)
                     if dpid == self.dpid_b:
-                        return dpid, in_port, parse_lldp(data)
+                        in_port, frame = messages.packet_in_summary(parse(data))
+                        return dpid, in_port, parse_lldp(frame)
         raise RuntimeError("no packet-in from bridge B within 15 s")
-
-
-def main() -> None:
-    """Run the probe app: ``test_fabric_ovs.py PORT DPID_A DPID_B OUT``."""
-    from os_ken import cfg
-    from os_ken.controller import controller as _ofp_options  # noqa: F401  (ofp-* options)
-
-    args = argparse.ArgumentParser()
-    args.add_argument("port", type=int)
-    args.add_argument("dpid_a", type=lambda text: int(text, 16))
-    args.add_argument("dpid_b", type=lambda text: int(text, 16))
-    args.add_argument("out", type=Path)
-    options = args.parse_args()
-    FabricProbe.dpid_a, FabricProbe.dpid_b = options.dpid_a, options.dpid_b
-    FabricProbe.out_path = options.out
-    cfg.CONF(
-        args=["--ofp-listen-host", "127.0.0.1", "--ofp-tcp-listen-port", str(options.port)],
-        project="os_ken",
-    )
-    manager = app_manager.AppManager.get_instance()
-    manager.load_apps([__name__])
-    services = manager.instantiate_apps(**manager.create_contexts())
-    hub.joinall(services)
 
 
 # ---- the test ---------------------------------------------------------------------
@@ -357,51 +327,26 @@ def ofctl(*args: str) -> str:
     return sh("ovs-ofctl", "-O", "OpenFlow13", *args)
 
 
-def run_probe(fabric: Fabric, out: Path) -> Observed:
-    """Start the probe app, wait for its result, stop it by PID whatever happens."""
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
-    }
-    log = out.with_suffix(".log")
-    with log.open("w") as stderr:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                str(Path(__file__)),
-                str(fabric.ofp_port),
-                f"{fabric.dpid_a:016x}",
-                f"{fabric.dpid_b:016x}",
-                str(out),
-            ],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+def run_probe(fabric: Fabric) -> Observed:
+    """Serve both bridges from a hub in this process, probe them, stop the hub."""
+    switches = Switches()
+    hub = Hub(switches, [("127.0.0.1", fabric.ofp_port)])
+    hub.start()
+    try:
         try:
-            code = process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            code = None
-        finally:
-            if process.poll() is None:
-                os.kill(process.pid, signal.SIGKILL)
-                process.wait()
-    if code != 0:
-        detail = out.read_text() if out.exists() else ""
-        pytest.fail(
-            f"probe app exited with {code}:\n{detail}\n--- log ---\n{log.read_text()[-4000:]}\n"
-            f"--- groups ---\n{ofctl('dump-groups', fabric.bridge_a)}"
-        )
-    return Observed(**pickle.loads(out.read_bytes()))
+            return Probe(switches, fabric.dpid_a, fabric.dpid_b).observe()
+        except Exception as exc:
+            pytest.fail(f"{exc!r}\n--- groups ---\n{ofctl('dump-groups', fabric.bridge_a)}")
+    finally:
+        hub.stop(2.0)
 
 
-def test_groups_meters_and_probes_round_trip_through_ovs(fabric: Fabric, tmp_path: Path) -> None:
+def test_groups_meters_and_probes_round_trip_through_ovs(fabric: Fabric) -> None:
     # someone else's group and meter, there before us
     ofctl("add-group", fabric.bridge_a, f"group_id={FOREIGN_GROUP},type=indirect,bucket=output:2")
     ofctl("add-meter", fabric.bridge_a, f"meter={FOREIGN_METER},kbps,band=type=drop,rate=1000")
 
-    seen = run_probe(fabric, tmp_path / "observed.pickle")
+    seen = run_probe(fabric)
 
     # foreign entries read as None: the controller deletes them by id
     assert seen.groups_before == {FOREIGN_GROUP: None}
@@ -425,7 +370,3 @@ def test_groups_meters_and_probes_round_trip_through_ovs(fabric: Fabric, tmp_pat
     assert f"meter:1,group:{SPREAD.group_id}" in ofctl("dump-flows", fabric.bridge_a)
     # the probe sent out of A port 1 came back from B, in on B port 1
     assert seen.lldp_packet_in == (fabric.dpid_b, LINK_PORT, (fabric.dpid_a, LINK_PORT))
-
-
-if __name__ == "__main__":
-    main()

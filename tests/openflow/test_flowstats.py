@@ -8,8 +8,6 @@ import time
 from typing import Any
 
 import pytest
-from os_ken.controller import ofp_event
-from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
@@ -17,19 +15,12 @@ from controller.classify.flows import CounterSample
 from controller.flowid import FlowId
 from controller.openflow.flowstats import (
     FlowStatsError,
-    RawFlowStats,
     decode_count_entries,
     decode_count_replies,
-    deferred_body,
     multipart_body,
 )
+from controller.openflow.osken_internals import parse
 from tests.support import flow_stats_replies as replies
-
-
-class _Datapath:
-    ofproto = v13
-    ofproto_parser = v13_parser
-    id = 7
 
 
 def _entry(
@@ -41,13 +32,11 @@ def _entry(
 
 
 def _oskens(bodies: list[bytes]) -> list[tuple[CounterSample, int]]:
-    """What the worker got from os-ken: parse each whole message, then ``FlowId.from_oxm``."""
+    """What os-ken's parse of each whole message gives, through ``FlowId.from_oxm``."""
     out = []
     for index, body in enumerate(bodies):
         message = replies.reply(body, more=index < len(bodies) - 1)
-        msg = ofproto_parser.msg(
-            _Datapath(), 4, v13.OFPT_MULTIPART_REPLY, len(message), 0x55, message
-        )
+        msg = parse(message)
         for entry in msg.body:
             flow = FlowId.from_oxm(dict(entry.match.items()))
             if flow is None:
@@ -229,41 +218,13 @@ def test_multipart_body_is_the_part_after_the_reply_header() -> None:
         multipart_body(b"\x04\x13")
 
 
-def test_raw_flow_stats_keeps_registered_replies_from_os_ken(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Whatever install() does to os-ken's parser table is undone after this test.
-    monkeypatch.setattr(v13_parser, "_MSG_PARSERS", dict(v13_parser._MSG_PARSERS))
-    raw = RawFlowStats()
-    raw.install()
-    raw.install()  # idempotent: the original parser is wrapped once
+def test_the_body_of_a_whole_reply_decodes_as_os_ken_parses_the_message() -> None:
+    """The switch codec hands ``multipart_body`` the reply's bytes, never os-ken's parse."""
     rng = random.Random(5)
     body = b"".join(_table(rng, 50))
     message = replies.reply(body, more=True, xid=0x99)
-
-    def parse(xid: int) -> Any:
-        data = bytearray(message)
-        struct.pack_into("!I", data, 4, xid)
-        return ofproto_parser.msg(
-            _Datapath(), 4, v13.OFPT_MULTIPART_REPLY, len(data), xid, bytes(data)
-        )
-
-    raw.register(7, 0x99)
-    kept = parse(0x99)
-    assert isinstance(kept, v13_parser.OFPFlowStatsReply)
-    assert isinstance(ofp_event.ofp_msg_to_ev(kept), ofp_event.EventOFPFlowStatsReply)
-    assert kept.body == [] and kept.xid == 0x99
-    assert kept.flags & v13.OFPMPF_REPLY_MORE
-    deferred = deferred_body(kept)
-    assert deferred is not None and bytes(deferred) == body
-    assert decode_count_entries(deferred) == _oskens([body])
-
-    raw.forget(7, 0x99)
-    parsed = parse(0x99)
-    assert len(parsed.body) == 50
-    assert deferred_body(parsed) is None
-    raw.register(8, 0x99)  # another switch's xid: not this one
-    assert len(parse(0x99).body) == 50
+    assert decode_count_entries(multipart_body(message)) == _oskens([body])
+    assert len(parse(message).body) == 50
 
 
 def test_lean_decoder_is_much_faster_than_os_ken_on_10000_entries() -> None:

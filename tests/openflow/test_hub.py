@@ -33,8 +33,9 @@ from controller.auth.certs import (
     switch_name,
 )
 from controller.openflow import framing, hub_connection
-from controller.openflow.framing import CodecDatapath, Framer, FramingError, encode
+from controller.openflow.framing import Framer, FramingError
 from controller.openflow.hub import Connection, Hub
+from controller.openflow.osken_internals import CodecDatapath, encode
 from controller.openflow.tls import OfpTls, server_context
 
 DPID = 0x00000000000000A1

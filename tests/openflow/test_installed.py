@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
 from controller.openflow import messages
 from controller.openflow.flowstats import FlowStatsError
 from controller.openflow.installed import installed_entries
+from controller.openflow.osken_internals import parse
 from controller.openflow.stats import FlowCounters
 from controller.pipeline.flows import FlowEntry
 from controller.pipeline.planner import plan_switch
@@ -23,12 +23,6 @@ from tests.support import flow_stats_replies as replies
 
 REPO = Path(__file__).resolve().parents[2]
 COUNT_TABLE = 3
-
-
-class _Datapath:
-    ofproto = v13
-    ofproto_parser = v13_parser
-    id = 7
 
 
 def _entry(match: Any, rng: random.Random, table: int, priority: int, cookie: int) -> bytes:
@@ -49,9 +43,7 @@ def _oskens(bodies: list[bytes]) -> list[FlowCounters]:
             "!BBHIHH4x", 4, v13.OFPT_MULTIPART_REPLY, 16 + len(body), 0x55, 1, flags
         )
         message += body
-        msg = ofproto_parser.msg(
-            _Datapath(), 4, v13.OFPT_MULTIPART_REPLY, len(message), 0x55, message
-        )
+        msg = parse(message)
         out += [
             FlowCounters(messages.installed_flow(s), s.packet_count, s.byte_count)
             for s in msg.body

@@ -17,6 +17,7 @@ from os_ken.ofproto import ofproto_v1_3 as ofproto
 from os_ken.ofproto import ofproto_v1_3_parser as parser
 
 from controller.openflow import messages
+from controller.openflow.osken_internals import CodecDatapath
 from controller.pipeline import tables
 from controller.pipeline.flows import (
     ApplyActions,
@@ -37,8 +38,8 @@ from controller.policy.load import load_policy_file
 REPO = Path(__file__).resolve().parents[2]
 
 
-def fake_datapath() -> SimpleNamespace:
-    return SimpleNamespace(ofproto=ofproto, ofproto_parser=parser, id=1)
+def fake_datapath() -> CodecDatapath:
+    return CodecDatapath(1)
 
 
 def roundtrip_match(match: object) -> object:

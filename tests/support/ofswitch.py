@@ -7,7 +7,8 @@ multipart requests) and returns the encoded messages the switch sends back,
 so a test puts both the controller's encoders and its decoders under test
 without OVS.
 
-Requests are decoded with os-ken's parser where it has one (flow-mods, echo)
+Requests are decoded with os-ken's parser (``osken_internals.parse``, the
+controller's own) where it has one (flow-mods, echo)
 and with ``struct`` where it has none (group-mods, meter-mods, multipart
 requests, roles); replies are packed with ``struct`` and os-ken's ``serialize``
 helpers, laid out as in OpenFlow 1.3 (the tests decode them with os-ken and
@@ -30,9 +31,9 @@ OVS behaviour kept because the controller relies on it:
 Usage::
 
     switch = OfSwitch(0x11, [1, 2, PortSpec(5, "s11-eth5")])
-    batch = wire.with_xid(wire.flow_add(entry), 7) + wire.with_xid(wire.BARRIER, 8)
+    batch = with_xid(wire.flow_add(entry), 7) + with_xid(wire.BARRIER, 8)
     replies = switch.receive(batch)
-    assert [decode(r).msg_type for r in replies] == [v13.OFPT_BARRIER_REPLY]
+    assert [parse(r).msg_type for r in replies] == [v13.OFPT_BARRIER_REPLY]
     assert not diff_flows(switch.flows(), plan.flows).add
 
 Not modelled: timeouts and flow expiry, FLOW_REMOVED, the learn action
@@ -50,13 +51,13 @@ from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, NamedTuple
 
-from os_ken.ofproto import ofproto_parser
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
 from controller.openflow import messages
 from controller.openflow.installed import _key as flowlane_key
 from controller.openflow.installed import installed_entries
+from controller.openflow.osken_internals import parse
 from controller.openflow.stats import FlowCounters
 from controller.pipeline.flows import (
     Action,
@@ -131,12 +132,6 @@ _PREREQS: dict[int, tuple[tuple[int, ...], int | None]] = {
 _ETH_TYPE, _IP_PROTO = 5, 10
 
 
-def codec_datapath(dpid: int = 0) -> Any:
-    """What os-ken's OpenFlow 1.3 message classes read from a datapath to encode and decode:
-    the protocol modules and an id.  ``os_ken.controller.controller.Datapath`` needs a socket."""
-    return SimpleNamespace(ofproto=v13, ofproto_parser=v13_parser, id=dpid)
-
-
 def split_messages(data: bytes) -> list[bytes]:
     """Whole OpenFlow messages of ``data``, by their headers' lengths."""
     out: list[bytes] = []
@@ -150,12 +145,6 @@ def split_messages(data: bytes) -> list[bytes]:
         out.append(data[offset : offset + length])
         offset += length
     return out
-
-
-def decode(data: bytes, dpid: int = 0) -> Any:
-    """One encoded message as os-ken's parser reads it (what a controller's decoder sees)."""
-    version, msg_type, length, xid = HEADER.unpack_from(data, 0)
-    return ofproto_parser.msg(codec_datapath(dpid), version, msg_type, length, xid, data)
 
 
 def _message(msg_type: int, xid: int, body: bytes) -> bytes:
@@ -793,8 +782,8 @@ class OfSwitch:
 
     def _flow_mod(self, raw: bytes) -> None:
         try:
-            msg = decode(raw, self.dpid)
-        except Exception as exc:  # os-ken raises whatever struct or its classes raise
+            msg = parse(raw)
+        except Exception as exc:  # ParseError, or whatever os-ken's classes raise on odd values
             raise OpenFlowError(v13.OFPET_BAD_REQUEST, v13.OFPBRC_BAD_LEN, repr(exc)) from exc
         command = msg.command
         if command not in _FLOW_COMMANDS:
@@ -1062,7 +1051,7 @@ class OfSwitch:
             request += struct.pack("!I4x", v13.OFPM_ALL)
         body: list[Any] = []
         for part in self._multipart(_message(v13.OFPT_MULTIPART_REQUEST, 0, request), 0):
-            body.extend(decode(part, self.dpid).body)
+            body.extend(parse(part).body)
         return body
 
     def _port_stats(self, port: _Port) -> bytes:

@@ -21,8 +21,9 @@ from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.openflow import messages, wire
 from controller.openflow.flowstats import decode_count_replies, multipart_body
+from controller.openflow.framing import with_xid
 from controller.openflow.installed import installed_entries
-from controller.openflow.worker import OFPP_MAX, port_state
+from controller.openflow.osken_internals import CodecDatapath, encode, parse
 from controller.pipeline import tables
 from controller.pipeline.desired import DesiredState, FabricInputs, desired_state
 from controller.pipeline.diff import diff_flows
@@ -40,15 +41,10 @@ from controller.pipeline.flows import (
 from controller.pipeline.groups import Bucket, GroupEntry, GroupType, MeterEntry
 from controller.pipeline.simulate import run_packet
 from controller.policy.load import parse_policy
-from tests.support.ofswitch import (
-    OfSwitch,
-    PortSpec,
-    codec_datapath,
-    decode,
-    split_messages,
-)
+from controller.switch.codec import OFPP_MAX, port_state
+from tests.support.ofswitch import OfSwitch, PortSpec, split_messages
 
-DP = codec_datapath(11)
+DP = CodecDatapath(11)
 HOST_PORT = 5
 DOCUMENT: dict[str, Any] = {
     "classes": {
@@ -74,8 +70,8 @@ class Sender:
 
     def __call__(self, message: Any) -> bytes:
         self.last = next(self._xids)
-        data = message if isinstance(message, bytes) else wire.encode(message)
-        return wire.with_xid(data, self.last)
+        data = message if isinstance(message, bytes) else encode(message)
+        return with_xid(data, self.last)
 
 
 def leaf_spine() -> Topology:
@@ -100,7 +96,7 @@ def fabric_plan() -> DesiredState:
 
 
 def install(switch: OfSwitch, send: Sender, want: DesiredState) -> list[bytes]:
-    """Meters, groups, flows then a barrier, in one write, as the worker's ``_send`` does."""
+    """Meters, groups, flows then a barrier, in one write, as the switch step's sync sends them."""
     batch = b"".join(
         [
             *(send(messages.meter_add(DP, meter)) for meter in want.meters),
@@ -113,7 +109,7 @@ def install(switch: OfSwitch, send: Sender, want: DesiredState) -> list[bytes]:
 
 
 def parsed(replies: list[bytes]) -> list[Any]:
-    return [decode(reply) for reply in replies]
+    return [parse(reply) for reply in replies]
 
 
 def body_of(replies: list[bytes]) -> list[Any]:
@@ -123,7 +119,7 @@ def body_of(replies: list[bytes]) -> list[Any]:
 def planned_switch() -> tuple[OfSwitch, Sender, DesiredState]:
     switch, send, want = OfSwitch(11, [1, 2, HOST_PORT]), Sender(), fabric_plan()
     [reply] = install(switch, send, want)
-    assert (decode(reply).msg_type, decode(reply).xid) == (v13.OFPT_BARRIER_REPLY, send.last)
+    assert (parse(reply).msg_type, parse(reply).xid) == (v13.OFPT_BARRIER_REPLY, send.last)
     return switch, send, want
 
 
@@ -140,7 +136,7 @@ def tcp_entry(index: int, table: int = tables.COUNT) -> FlowEntry:
 
 
 def error_of(reply: bytes) -> tuple[int, int, int, bytes]:
-    msg = decode(reply)
+    msg = parse(reply)
     assert msg.msg_type == v13.OFPT_ERROR
     return msg.xid, msg.type, msg.code, bytes(msg.data)
 
@@ -153,7 +149,7 @@ def test_a_planned_fabric_switch_reads_back_as_its_plan_through_flowlanes_decode
     assert want.groups and want.meters, "the fabric plan exercises groups and meters"
 
     flow_parts = switch.receive(send(messages.flow_stats_request(DP)))
-    assert {decode(part).xid for part in flow_parts} == {send.last}
+    assert {parse(part).xid for part in flow_parts} == {send.last}
     counted = installed_entries([multipart_body(part) for part in flow_parts], tables.COUNT)
     installed = [entry.flow for entry in counted]
     assert diff_flows(installed, want.flows).empty
@@ -324,7 +320,7 @@ def test_flow_stats_filter_by_table() -> None:
         DP, 0, 1, v13.OFPP_ANY, v13.OFPG_ANY, 0, 0, v13_parser.OFPMatch()
     )
     [part] = switch.receive(send(request))
-    assert [stat.table_id for stat in decode(part).body] == [1]
+    assert [stat.table_id for stat in parse(part).body] == [1]
 
 
 def test_a_match_without_its_prerequisites_is_refused() -> None:
@@ -390,7 +386,7 @@ def test_a_flow_naming_a_missing_group_or_meter_is_refused_and_the_barrier_follo
     first = send.last
     batch += send(wire.flow_add(metered)) + send(wire.BARRIER)
     replies = switch.receive(batch)
-    assert [decode(r).msg_type for r in replies] == [
+    assert [parse(r).msg_type for r in replies] == [
         v13.OFPT_ERROR,
         v13.OFPT_ERROR,
         v13.OFPT_BARRIER_REPLY,
@@ -430,7 +426,7 @@ def test_dropped_barriers_are_never_answered_but_their_messages_apply() -> None:
     assert switch.receive(send(wire.flow_add(entry(0, 1, 1))) + send(wire.BARRIER)) == []
     assert len(switch.flows()) == 1
     [reply] = switch.receive(send(wire.BARRIER))
-    assert (decode(reply).msg_type, decode(reply).xid) == (v13.OFPT_BARRIER_REPLY, send.last)
+    assert (parse(reply).msg_type, parse(reply).xid) == (v13.OFPT_BARRIER_REPLY, send.last)
 
 
 def test_hold_queues_answers_until_release_in_order() -> None:
@@ -439,14 +435,14 @@ def test_hold_queues_answers_until_release_in_order() -> None:
     assert switch.receive(send(messages.group_modify(DP, GROUP)) + send(wire.BARRIER)) == []
     assert switch.receive(send(v13_parser.OFPEchoRequest(DP, data=b"hi"))) == []
     status = switch.port_down(2)
-    assert decode(status).msg_type == v13.OFPT_PORT_STATUS, "unsolicited messages are not held"
+    assert parse(status).msg_type == v13.OFPT_PORT_STATUS, "unsolicited messages are not held"
     held = switch.release()
-    assert [(decode(r).msg_type, decode(r).xid) for r in held] == [
+    assert [(parse(r).msg_type, parse(r).xid) for r in held] == [
         (v13.OFPT_ERROR, 1),
         (v13.OFPT_BARRIER_REPLY, 2),
         (v13.OFPT_ECHO_REPLY, 3),
     ]
-    assert decode(held[2]).data == b"hi"
+    assert parse(held[2]).data == b"hi"
     assert switch.receive(send(wire.BARRIER)) != []
 
 
@@ -462,7 +458,7 @@ def test_reject_and_fail_stats() -> None:
     [reply] = switch.receive(send(messages.flow_stats_request(DP)))
     assert error_of(reply)[:3] == (send.last, v13.OFPET_BAD_REQUEST, v13.OFPBRC_BAD_MULTIPART)
     [part] = switch.receive(send(messages.flow_stats_request(DP)))
-    assert len(decode(part).body) == 1
+    assert len(parse(part).body) == 1
 
 
 def test_a_large_flow_table_comes_in_parts_that_flowlanes_decoders_read_whole() -> None:
@@ -478,7 +474,7 @@ def test_a_large_flow_table_comes_in_parts_that_flowlanes_decoders_read_whole() 
     )
     assert {xid for (_, _, _, xid, _, _) in heads} == {send.last}
     assert [flags for *_, flags in heads] == [v13.OFPMPF_REPLY_MORE] * (len(parts) - 1) + [0]
-    assert sum(len(decode(part).body) for part in parts) == 2_020
+    assert sum(len(parse(part).body) for part in parts) == 2_020
 
     bodies = [multipart_body(part) for part in parts]
     assert {e.flow.key for e in installed_entries(bodies, tables.COUNT)} == {f.key for f in planned}
@@ -490,11 +486,11 @@ def test_a_large_flow_table_comes_in_parts_that_flowlanes_decoders_read_whole() 
 # ---- ports, packets, roles, the rest -------------------------------------------------------------
 
 
-def test_port_desc_stats_and_status_decode_as_the_worker_reads_them() -> None:
+def test_port_desc_stats_and_status_decode_as_the_switch_codec_reads_them() -> None:
     spine = PortSpec(1, "s11-eth1", hw_addr=0x020000000101, curr_speed_kbps=1_000_000)
     switch, send = OfSwitch(11, [spine, 2]), Sender()
     descs = body_of(switch.receive(send(v13_parser.OFPPortDescStatsRequest(DP, 0))))
-    states = [port_state(desc, v13) for desc in descs if desc.port_no <= OFPP_MAX]
+    states = [port_state(desc) for desc in descs if desc.port_no <= OFPP_MAX]
     assert [(s.number, s.name, s.link_bps, s.up) for s in states] == [
         (1, "s11-eth1", 1_000_000_000, True),
         (2, "s11-eth2", 10_000_000_000, True),
@@ -502,17 +498,17 @@ def test_port_desc_stats_and_status_decode_as_the_worker_reads_them() -> None:
     assert states[0].hw_addr == 0x020000000101
     assert any(desc.port_no == v13.OFPP_LOCAL for desc in descs), "OVS lists its LOCAL port"
 
-    down = decode(switch.port_down(1))
+    down = parse(switch.port_down(1))
     assert (down.msg_type, down.reason, down.desc.port_no) == (
         v13.OFPT_PORT_STATUS,
         v13.OFPPR_MODIFY,
         1,
     )
-    assert not port_state(down.desc, v13).up
-    assert port_state(decode(switch.port_up(1)).desc, v13).up
-    added = decode(switch.add_port(PortSpec(9, "s11-eth9")))
+    assert not port_state(down.desc).up
+    assert port_state(parse(switch.port_up(1)).desc).up
+    added = parse(switch.add_port(PortSpec(9, "s11-eth9")))
     assert (added.reason, added.desc.name) == (v13.OFPPR_ADD, b"s11-eth9")
-    gone = decode(switch.delete_port(2))
+    gone = parse(switch.delete_port(2))
     assert (gone.reason, gone.desc.port_no) == (v13.OFPPR_DELETE, 2)
 
     switch.set_port_counters(1, tx_bytes=12_345, rx_bytes=678)
@@ -525,7 +521,7 @@ def test_port_desc_stats_and_status_decode_as_the_worker_reads_them() -> None:
 def test_packet_in_and_packet_out() -> None:
     switch, send = OfSwitch(1, [1, 2]), Sender()
     frame = bytes(range(60))
-    packet_in = decode(switch.packet_in(2, frame))
+    packet_in = parse(switch.packet_in(2, frame))
     assert messages.packet_in_summary(packet_in) == (2, frame)
     assert switch.receive(send(messages.packet_out(DP, [1, 2], frame, in_port=2))) == []
     [out] = switch.packet_outs
@@ -535,7 +531,7 @@ def test_packet_in_and_packet_out() -> None:
 def test_roles_refuse_a_stale_generation_and_a_slaves_mods() -> None:
     switch, send = OfSwitch(1, [1]), Sender()
     [reply] = switch.receive(send(v13_parser.OFPRoleRequest(DP, v13.OFPCR_ROLE_MASTER, 5)))
-    answer = decode(reply)
+    answer = parse(reply)
     assert (answer.msg_type, answer.role, answer.generation_id) == (
         v13.OFPT_ROLE_REPLY,
         v13.OFPCR_ROLE_MASTER,
@@ -553,7 +549,7 @@ def test_roles_refuse_a_stale_generation_and_a_slaves_mods() -> None:
     assert error_of(reply)[1:3] == (v13.OFPET_BAD_REQUEST, v13.OFPBRC_IS_SLAVE)
     assert switch.flows() == []
     [reply] = switch.receive(send(v13_parser.OFPRoleRequest(DP, v13.OFPCR_ROLE_NOCHANGE, 0)))
-    assert (decode(reply).role, decode(reply).generation_id) == (v13.OFPCR_ROLE_SLAVE, 6)
+    assert (parse(reply).role, parse(reply).generation_id) == (v13.OFPCR_ROLE_SLAVE, 6)
 
 
 def test_unknown_requests_are_bad_type_and_messages_split_by_length() -> None:
@@ -562,7 +558,7 @@ def test_unknown_requests_are_bad_type_and_messages_split_by_length() -> None:
     echo = send(v13_parser.OFPEchoRequest(DP, data=b"x"))
     replies = switch.receive(unknown + echo)
     assert error_of(replies[0])[:3] == (1, v13.OFPET_BAD_REQUEST, v13.OFPBRC_BAD_TYPE)
-    assert decode(replies[1]).msg_type == v13.OFPT_ECHO_REPLY
+    assert parse(replies[1]).msg_type == v13.OFPT_ECHO_REPLY
     assert split_messages(unknown + echo) == [unknown, echo]
     with pytest.raises(ValueError, match="claims length"):
         switch.receive(echo[:-1])
@@ -585,7 +581,7 @@ def test_injected_foreign_entries_are_read_back_and_removed_as_the_audit_does() 
     odd = v13_parser.OFPFlowMod(
         DP, cookie=0xABC, priority=5, match=v13_parser.OFPMatch(vlan_vid=0x1000 | 7, vlan_pcp=3)
     )
-    switch.inject(wire.encode(normal) + wire.encode(odd))
+    switch.inject(encode(normal) + encode(odd))
     assert switch.mods_received == []
     flows = {flow.cookie: flow for flow in switch.flows()}
     assert not flows[0].opaque
@@ -617,8 +613,8 @@ def test_set_flow_counters_by_predicate_and_a_typo_is_loud() -> None:
 
 def test_features_reply_and_hello() -> None:
     switch = OfSwitch(0xABCDEF, [1], n_tables=254)
-    [reply] = switch.receive(wire.with_xid(wire.encode(v13_parser.OFPFeaturesRequest(DP)), 77))
-    features = decode(reply)
+    [reply] = switch.receive(with_xid(encode(v13_parser.OFPFeaturesRequest(DP)), 77))
+    features = parse(reply)
     assert (features.xid, features.datapath_id, features.n_tables) == (77, 0xABCDEF, 254)
-    assert decode(switch.hello()).msg_type == v13.OFPT_HELLO
+    assert parse(switch.hello()).msg_type == v13.OFPT_HELLO
     assert switch.receive(switch.hello()) == []

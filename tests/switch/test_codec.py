@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from os_ken.ofproto import ofproto_v1_3 as v13
 
-from controller.openflow import messages, wire
+from controller.openflow import messages
+from controller.openflow.framing import header, with_xid
+from controller.openflow.osken_internals import DATAPATH, encode
 from controller.pipeline.diff import FlowDiff
 from controller.pipeline.flows import FlowKey
 from controller.pipeline.groups import Bucket, GroupDiff, GroupEntry, GroupType, MeterEntry
@@ -66,8 +68,8 @@ def test_split_cuts_a_stream_into_messages() -> None:
 
 def test_requests_carry_the_xid_they_are_given() -> None:
     for request in (codec.PORT_DESC, codec.FLOWS, codec.GROUPS, codec.METERS, codec.PORT_STATS):
-        assert codec.header(codec.with_xid(request, 0xABCDEF))[3] == 0xABCDEF
-    assert codec.header(codec.COUNT_FLOWS)[1] == v13.OFPT_MULTIPART_REQUEST
+        assert header(with_xid(request, 0xABCDEF))[3] == 0xABCDEF
+    assert header(codec.COUNT_FLOWS)[1] == v13.OFPT_MULTIPART_REQUEST
 
 
 def test_a_batch_goes_meters_groups_adds_deletes_then_group_deletes() -> None:
@@ -76,7 +78,7 @@ def test_a_batch_goes_meters_groups_adds_deletes_then_group_deletes() -> None:
     groups = GroupDiff(add=(group,), delete=(77,))
     meters = [MeterEntry(1, 100, 10), MeterEntry(2, 100, 10)]
     batch = codec.batch_messages(flows, groups, meters, {2: MeterEntry(2, 50, 5)})
-    kinds = [codec.header(msg)[1] for msg in batch]
+    kinds = [header(msg)[1] for msg in batch]
     assert kinds == [
         v13.OFPT_METER_MOD,
         v13.OFPT_METER_MOD,
@@ -88,4 +90,4 @@ def test_a_batch_goes_meters_groups_adds_deletes_then_group_deletes() -> None:
     # A meter the switch has is modified, a new one added.
     assert batch[0][8:10] == v13.OFPMC_ADD.to_bytes(2, "big")
     assert batch[1][8:10] == v13.OFPMC_MODIFY.to_bytes(2, "big")
-    assert batch[4] == wire.encode(messages.flow_delete_by_cookie(wire.PROTOCOL, 2, 9))
+    assert batch[4] == encode(messages.flow_delete_by_cookie(DATAPATH, 2, 9))

@@ -12,6 +12,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.openflow import wire
 from controller.openflow.observer import SyncReport
+from controller.openflow.osken_internals import DATAPATH, encode
 from controller.pipeline import tables
 from controller.pipeline.desired import FabricInputs
 from controller.pipeline.planner import LEARNED_COOKIE
@@ -288,7 +289,7 @@ def _count_entry(src: str, dst: str, sport: int, dport: int) -> bytes:
         eth_type=0x0800, ip_proto=6, ipv4_src=src, ipv4_dst=dst, tcp_src=sport, tcp_dst=dport
     )
     mod = v13_parser.OFPFlowMod(
-        datapath=wire.PROTOCOL,
+        datapath=DATAPATH,
         cookie=LEARNED_COOKIE,
         table_id=tables.COUNT,
         command=v13.OFPFC_ADD,
@@ -296,7 +297,7 @@ def _count_entry(src: str, dst: str, sport: int, dport: int) -> bytes:
         match=match,
         instructions=[],
     )
-    return wire.encode(mod)
+    return encode(mod)
 
 
 def test_detection_demotes_an_elephant_and_releases_it_when_idle() -> None:

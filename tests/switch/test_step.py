@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from os_ken.ofproto import ofproto_v1_3 as v13
 
+from controller.openflow.framing import header
 from controller.switch import codec
 from controller.switch.commands import Command, FabricInput, Log, Metric, Send, Timer
 from controller.switch.events import (
@@ -64,7 +65,7 @@ def answer_reads(state: SwitchState, now: float = 0.1) -> tuple[SwitchState, lis
 def test_connect_asks_ports_tables_groups_and_meters_each_with_its_xid() -> None:
     state, commands = connect()
     requests = sends(commands)
-    assert [codec.header(r)[3] for r in requests] == [1, 2, 3, 4]
+    assert [header(r)[3] for r in requests] == [1, 2, 3, 4]
     assert [r[8:10] for r in requests] == [
         v13.OFPMP_PORT_DESC.to_bytes(2, "big"),
         v13.OFPMP_FLOW.to_bytes(2, "big"),
@@ -83,8 +84,8 @@ def test_the_plan_goes_out_as_one_write_ending_with_a_barrier() -> None:
     state, commands = answer_reads(state)
     (batch,) = sends(commands)
     messages = list(codec.split(batch))
-    assert codec.header(messages[-1])[1] == v13.OFPT_BARRIER_REQUEST
-    xids = [codec.header(m)[3] for m in messages]
+    assert header(messages[-1])[1] == v13.OFPT_BARRIER_REQUEST
+    xids = [header(m)[3] for m in messages]
     assert xids == list(range(5, 5 + len(messages)))
     assert state.installed is None  # unknown until the barrier
     assert any(isinstance(c, FabricInput) for c in commands)
@@ -155,7 +156,7 @@ def test_errors_for_batch_messages_fail_the_sync_at_the_barrier() -> None:
     state, _ = connect()
     state, commands = answer_reads(state)
     messages = list(codec.split(sends(commands)[0]))
-    xids = [codec.header(m)[3] for m in messages]
+    xids = [header(m)[3] for m in messages]
     state, commands = step(state, Received(wire_bytes.error(xids[1]), 0.15), CONFIG)
     assert commands == []
     state, commands = step(state, Received(wire_bytes.barrier_reply(xids[-1]), 0.2), CONFIG)
@@ -173,7 +174,7 @@ def test_changes_while_a_sync_is_out_coalesce_into_one_more() -> None:
     assert state.wanted.reasons == ("policy version 2", "policy version 1")
     state, commands = answer_reads(state)
     (batch,) = sends(commands)  # planned with the newest inputs (ONE)
-    barrier = codec.header(list(codec.split(batch))[-1])[3]
+    barrier = header(list(codec.split(batch))[-1])[3]
     state, commands = step(state, Received(wire_bytes.barrier_reply(barrier), 0.2), CONFIG)
     # The follow-up sync plans the same inputs: nothing to send, nothing to say.
     assert sends(commands) == [] and state.wanted is None and state.sync is None
@@ -226,7 +227,7 @@ def test_xids_never_wrap_inside_a_batch_and_are_never_zero() -> None:
     state, _ = connect(initial_state(DPID, ONE))
     state = state.__class__(**{**state.__dict__, "next_xid": MAX_XID - 2})
     state, commands = answer_reads(state)
-    xids = [codec.header(m)[3] for m in codec.split(sends(commands)[0])]
+    xids = [header(m)[3] for m in codec.split(sends(commands)[0])]
     assert xids[0] == 1 and xids == sorted(xids)
 
 
@@ -274,7 +275,7 @@ def confirmed(state: SwitchState) -> tuple[SwitchState, list[Command]]:
     state, commands = answer_reads(state)
     batches = sends(commands)
     if batches:
-        barrier = codec.header(list(codec.split(batches[0]))[-1])[3]
+        barrier = header(list(codec.split(batches[0]))[-1])[3]
         state, more = step(state, Received(wire_bytes.barrier_reply(barrier), 0.2), CONFIG)
         commands += more
     return state, commands
@@ -288,7 +289,7 @@ def test_a_new_job_set_is_not_a_new_policy_for_apply_seconds() -> None:
     state, commands = step(state, PolicyChanged(jobs_only, 1.0), CONFIG)
     assert "apply_seconds" not in [m.name for m in commands if isinstance(m, Metric)]
     state, commands = step(state, PolicyChanged(TWO, 2.0), CONFIG)
-    barrier = codec.header(list(codec.split(sends(commands)[0]))[-1])[3]
+    barrier = header(list(codec.split(sends(commands)[0]))[-1])[3]
     state, commands = step(state, Received(wire_bytes.barrier_reply(barrier), 2.5), CONFIG)
     assert Metric("apply_seconds", "observe", 2.5 - TWO.since) in commands
 
