@@ -4,6 +4,8 @@
 - a stale If-Match / If-None-Match   → 412 ``{"detail", "expected_version", "active_version"}``
 - an unknown version                 → 404 ``{"detail"}``
 - Redis unreachable or failing       → 503 ``{"detail": "Redis unavailable: ..."}``
+- a write not on enough replicas     → 503 ``{"detail", "replicas", "required_replicas"}``
+  (the store URL's ``min_replicas``: the write may exist on the primary only)
 - no live switch to wait for         → 409 ``{"detail"}`` (``ApiError``, see ``waiting.py``)
 - switches slow to confirm           → 504 ``{"detail", "version", "pending"}`` (``ApiError``)
 
@@ -27,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from controller.policy.errors import FieldError, PolicyError, field_errors, format_path
 from controller.store.errors import (
+    NotReplicatedError,
     StoreUnavailableError,
     UnknownVersionError,
     VersionConflictError,
@@ -184,11 +187,27 @@ async def _unavailable(_: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _not_replicated(_: Request, exc: Exception) -> JSONResponse:
+    # Never a 2xx: the primary took the write but too few replicas confirmed it, so a
+    # failover now could lose it. The client reads back before it writes again.
+    assert isinstance(exc, NotReplicatedError)
+    return JSONResponse(
+        status_code=503,
+        content={
+            "detail": str(exc),
+            "replicas": exc.replicas,
+            "required_replicas": exc.required,
+        },
+        headers=_with_retry_after(503, None),
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, _api_error)
     app.add_exception_handler(PolicyError, _policy_error)
     app.add_exception_handler(RequestValidationError, _request_validation)
     app.add_exception_handler(VersionConflictError, _conflict)
     app.add_exception_handler(UnknownVersionError, _unknown_version)
+    app.add_exception_handler(NotReplicatedError, _not_replicated)
     app.add_exception_handler(StoreUnavailableError, _unavailable)
     app.add_exception_handler(redis.RedisError, _unavailable)

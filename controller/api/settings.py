@@ -11,6 +11,7 @@ from prometheus_client import CollectorRegistry
 
 from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT
+from controller.store.url import parse_store_url
 
 MAX_BODY_BYTES: Final = 8 * 1024 * 1024
 """8 MiB: the largest valid policy (4096 rules, MAX_POLICY_ENTRIES) is well below it."""
@@ -63,6 +64,7 @@ class ApiSettings:
     """The first admin token expires this many seconds after it is made (None: never)."""
 
     def __post_init__(self) -> None:
+        parse_store_url(self.redis_url)  # StoreUrlError (a ValueError) names what is wrong
         if self.controller_max_age_s <= 0:
             raise ValueError("controller_max_age_s must be positive")
         if not 0 < self.default_wait_timeout_s <= self.max_wait_timeout_s:

@@ -11,7 +11,9 @@ from typing import Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 HIDDEN: Final = "***"
-_SECRET_PARAMETERS: Final = frozenset({"password", "ssl_password", "ssl_keyfile_password"})
+_SECRET_PARAMETERS: Final = frozenset(
+    {"password", "ssl_password", "ssl_keyfile_password", "sentinel_password"}
+)
 
 
 def redact(url: str) -> str:
@@ -20,6 +22,8 @@ def redact(url: str) -> str:
     A URL that cannot be parsed is not printed at all beyond its scheme: whatever it
     holds may be a password.
     """
+    if "," in url.split("?", 1)[0] or url.lower().startswith("redis+sentinel://"):
+        return _redact_hosts(url)
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -50,3 +54,25 @@ def redact(url: str) -> str:
         else urlunsplit(parts._replace(netloc=netloc, query=""))
     )
     return shown + (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+
+
+def _redact_hosts(url: str) -> str:
+    """A URL naming several hosts (``redis+sentinel://[user:pw@]h1:p1,h2:p2/name``), which
+    ``urlsplit`` cannot read: the credentials before the last ``@`` and secret options go."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return f"?://{HIDDEN} (unparsable URL, not shown)"
+    rest, _, query = rest.partition("?")
+    authority, slash, path = rest.partition("/")
+    credentials, at, hosts = authority.rpartition("@")
+    if at:
+        user = credentials.partition(":")[0] if ":" in credentials else ""
+        authority = f"{user}:{HIDDEN}@{hosts}" if user else f"{HIDDEN}@{hosts}"
+    shown = f"{scheme}://{authority}{slash}{path}"
+    if query:
+        pairs = parse_qsl(query, keep_blank_values=True)
+        query = urlencode(
+            [(k, HIDDEN if k.lower() in _SECRET_PARAMETERS else v) for k, v in pairs], safe="*/"
+        )
+        shown += f"?{query}"
+    return shown

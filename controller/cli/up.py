@@ -86,6 +86,7 @@ from controller.store.liveness import CONTROLLER_MAX_AGE_S
 from controller.store.policies import HISTORY_LIMIT, PolicyStore
 from controller.store.switches import SwitchStore
 from controller.store.tokens import TokenStore
+from controller.store.url import parse_store_url
 
 DATA_DIR_ENV = "FLOWLANE_DATA_DIR"
 LOCK_FILE = "flowlane.lock"
@@ -270,7 +271,9 @@ def write_redis_password(directory: Path) -> tuple[Path, str]:
 def _redis_ready(url: str) -> Callable[[], bool]:
     def check() -> bool:
         try:
-            return bool(redis.Redis.from_url(url, socket_connect_timeout=0.5).ping())
+            # Every store URL (redis+sentinel:// too), asked once: the caller polls.
+            with contextlib.closing(connect(url, retry_s=0)) as client:
+                return bool(client.ping())
         except redis.RedisError:
             return False
 
@@ -685,6 +688,8 @@ def up(
     try:
         if redis_url_file is not None:
             redis_url = redis_url_from_file(redis_url_file)
+        if redis_url is not None:
+            parse_store_url(redis_url)  # a bad URL (redis+sentinel:// too) names its wrong part
         token_ttl_seconds(token_ttl)  # checked before anything starts; the API applies it
     except ValueError as exc:
         err.print(f"[bold red]flowlane up:[/] {escape(str(exc))}")

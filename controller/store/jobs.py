@@ -5,12 +5,16 @@ gets ``{"job": name}`` on every change, so controllers re-plan at once.
 A job past its expiry is invisible to readers even before anyone purges it.
 
 ``put`` may take an ``admit`` check of the live jobs (the API's quotas): it
-runs on the jobs as they are when the record is written, under ``WATCH``,
-so two registrations at once cannot both take the last place of a quota.
+runs on the jobs as they are when the record is written: the write carries a
+fingerprint of the jobs it judged and is refused if they changed since, so two
+registrations at once cannot both take the last place of a quota.  (A check in
+the script rather than ``WATCH``: the write is then one command, which can be
+pipelined with the ``WAIT`` that puts it on the replicas, see ``acknowledged``.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -19,7 +23,7 @@ from typing import Any
 
 import redis
 
-from controller.store.client import text, translate_errors
+from controller.store.client import acknowledged, text, translate_errors
 from controller.store.errors import StoreUnavailableError
 
 MAX_ATTEMPTS = 16
@@ -68,9 +72,22 @@ class JobOwnedError(Exception):
 
 
 # A tenant may replace only its own jobs (or an expired one); an unscoped caller ('' here)
-# any. KEYS: jobs hash. ARGV: name, record, tenant, now, channel message.
-# Returns 1 when stored, 0 when another tenant's live job holds the name.
+# any. KEYS: jobs hash, channel. ARGV: name, record, tenant, now, channel message, the
+# fingerprint of the jobs the caller judged ('': none).
+# Returns 1 when stored, 0 when another tenant's live job holds the name, -1 when the jobs
+# are no longer the ones judged.  The fingerprint is ``jobs_fingerprint``'s: the SHA-1 of the
+# sorted SHA-1s of each "<len(name)>:<name><record>" (sorted digests: hex sorts the same in
+# every collation, names might not).
 _PUT = """
+if ARGV[6] ~= '' then
+  local all = redis.call('HGETALL', KEYS[1])
+  local digests = {}
+  for i = 1, #all, 2 do
+    digests[#digests + 1] = redis.sha1hex(#all[i] .. ':' .. all[i] .. all[i + 1])
+  end
+  table.sort(digests)
+  if redis.sha1hex(table.concat(digests)) ~= ARGV[6] then return -1 end
+end
 if ARGV[3] ~= '' then
   local old = redis.call('HGET', KEYS[1], ARGV[1])
   if old then
@@ -97,6 +114,21 @@ redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('PUBLISH', KEYS[2], ARGV[4])
 return old
 """
+
+_CHANGED = -1
+
+
+def jobs_fingerprint(raw: Mapping[Any, Any]) -> str:
+    """What ``_PUT`` computes from the jobs hash, from the same hash as read here."""
+    digests = sorted(
+        hashlib.sha1(
+            b"%d:%s%s" % (len(text(name).encode()), text(name).encode(), text(value).encode()),
+            usedforsecurity=False,
+        ).hexdigest()
+        for name, value in raw.items()
+    )
+    return hashlib.sha1("".join(digests).encode(), usedforsecurity=False).hexdigest()
+
 
 Admit = Callable[[list[JobRecord]], None]
 """Judges the live jobs a ``put`` would join (its own name's included); raises to refuse."""
@@ -150,7 +182,7 @@ class JobStore:
             json.dumps({"job": name}),
         ]
         done = (
-            self._put(keys=keys, args=args)
+            acknowledged(self._redis, self._put, keys, [*args, ""])
             if admit is None
             else self._checked_put(keys, args, admit, created)
         )
@@ -162,17 +194,13 @@ class JobStore:
         self, keys: list[str], args: list[str | float], admit: Admit, now: float
     ) -> Any:
         """``_PUT`` once ``admit`` passed the live jobs, unless they changed meanwhile: then
-        read and judge again (``WATCH``: a change aborts the write)."""
+        read and judge again."""
         for _ in range(MAX_ATTEMPTS):
-            with self._redis.pipeline() as pipe:
-                try:
-                    pipe.watch(self._jobs)  # type: ignore[no-untyped-call]  # redis-py: untyped
-                    admit(self._live(pipe.hgetall(self._jobs), now))
-                    pipe.multi()
-                    self._put(keys=keys, args=args, client=pipe)
-                    return pipe.execute()[0]
-                except redis.WatchError:
-                    continue
+            raw = self._redis.hgetall(self._jobs)
+            admit(self._live(raw, now))
+            done = acknowledged(self._redis, self._put, keys, [*args, jobs_fingerprint(raw)])
+            if done != _CHANGED:
+                return done
         raise StoreUnavailableError(
             f"jobs changed under {MAX_ATTEMPTS} attempts to register one: too many"
             " registrations at once; retry"
@@ -195,9 +223,11 @@ class JobStore:
     ) -> JobRecord | None:
         """``delete``, answering with the record deleted (None: nothing was)."""
         moment = now if now is not None else time.time()
-        old = self._delete(
-            keys=[self._jobs, self.channel],
-            args=[name, tenant or "", moment, json.dumps({"job": name})],
+        old = acknowledged(
+            self._redis,
+            self._delete,
+            [self._jobs, self.channel],
+            [name, tenant or "", moment, json.dumps({"job": name})],
         )
         return JobRecord.decode(name, text(old)) if isinstance(old, bytes | str) else None
 

@@ -16,7 +16,9 @@ with the active one (a write that changes nothing stores nothing), and only
 then numbers, stores, activates, records the event, trims the history and
 announces the new version.  Two concurrent writers cannot both win, a
 refused or unchanged write leaves nothing behind, and a version never exists
-without its event (nor the other way round).
+without its event (nor the other way round).  When the store URL asks for
+replicas (``min_replicas``), ``write`` returns only once the write is on them
+(``acknowledged`` in ``controller/store/client.py``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Final
 
 import redis
 
-from controller.store.client import text, translate_errors
+from controller.store.client import acknowledged, text, translate_errors
 from controller.store.errors import UnknownVersionError, VersionConflictError
 from controller.store.events import EventStore
 
@@ -197,7 +199,7 @@ class PolicyStore:
         """Number the next write above ``version``, and store it even if it matches the active
         document; returns the sequence now.  What a controller whose store lost data calls,
         so that the operator's next write is one it can adopt (numbers never go backwards)."""
-        seq: Any = self._reserve(keys=[self._seq, self._digest], args=[version])
+        seq: Any = acknowledged(self._redis, self._reserve, [self._seq, self._digest], [version])
         return int(seq)
 
     @translate_errors
@@ -239,8 +241,10 @@ class PolicyStore:
         event_rest = json.dumps({"author": author, "comment": comment, "rollback_of": rollback_of})
         encoded = json.dumps(record)
         expected = 0 if expected_version is None else expected_version
-        code, value, *active_record = self._write(
-            keys=[
+        code, value, *active_record = acknowledged(
+            self._redis,
+            self._write,
+            [
                 self._seq,
                 self._active,
                 self._versions,
@@ -248,7 +252,7 @@ class PolicyStore:
                 self._trimmed,
                 self._events.stream,
             ],
-            args=[
+            [
                 expected,
                 encoded,
                 self.channel,

@@ -25,7 +25,7 @@ from typing import Any, Final
 import redis
 
 from controller.auth.model import Principal, Role, new_secret, secret_hash
-from controller.store.client import text, translate_errors
+from controller.store.client import acknowledged, text, translate_errors
 
 LAST_USED_RESOLUTION_S: Final = 60.0
 BOOTSTRAP_NAME: Final = "bootstrap-admin"
@@ -156,7 +156,7 @@ class TokenStore:
         digest = secret_hash(secret)
         keys = [self._tokens, self._by_hash]
         args = [name, digest, self._encode(record, digest), repr(created)]
-        if not self._create(keys=keys, args=args):
+        if not acknowledged(self._redis, self._create, keys, args):
             raise TokenExistsError(name)
         return record, secret
 
@@ -175,7 +175,7 @@ class TokenStore:
         digest = secret_hash(secret)
         keys = [self._tokens, self._by_hash]
         args = [record.name, digest, self._encode(record, digest), repr(created)]
-        if self._bootstrap(keys=keys, args=args):
+        if acknowledged(self._redis, self._bootstrap, keys, args):
             return secret
         return None
 
@@ -195,7 +195,7 @@ class TokenStore:
 
     @translate_errors
     def revoke(self, name: str) -> bool:
-        return bool(self._revoke(keys=[self._tokens, self._by_hash], args=[name]))
+        return bool(acknowledged(self._redis, self._revoke, [self._tokens, self._by_hash], [name]))
 
     @translate_errors
     def all(self, now: float | None = None) -> list[TokenRecord]:
