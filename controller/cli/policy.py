@@ -176,7 +176,7 @@ def render_policy(body: dict[str, Any]) -> None:
     document = body.get("policy", {})
     out.print(f"[bold]{_version_line(body)}[/]", highlight=False)
     classes = Table(title="classes", title_justify="left")
-    for column in ("class", "queue", "priority", "dscp", "min", "max"):
+    for column in ("class", "queue", "priority", "dscp", "min", "max", "share"):
         classes.add_column(column)
     for queue, (name, spec) in enumerate(dict(document.get("classes", {})).items()):
         spec = spec if isinstance(spec, dict) else {}
@@ -187,6 +187,7 @@ def render_policy(body: dict[str, Any]) -> None:
             str(spec.get("dscp", "-")),
             str(spec.get("min_rate", "-")),
             str(spec.get("max_rate", "port rate")),
+            str(spec.get("share", "per-flow")),
         )
     out.print(classes)
     rules = Table(title=f"rules (default class {document.get('default_class')})")

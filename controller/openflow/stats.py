@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from controller.pipeline import tables
 from controller.pipeline.flows import InstalledFlow
 from controller.policy.model import Policy
+from controller.qos.shares import queue_classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +25,9 @@ class FlowCounters:
 
 def class_counters(policy: Policy, flows: Iterable[FlowCounters]) -> dict[str, tuple[int, int]]:
     """Class name → (packets, bytes) from the marking table's entries."""
+    # A per-job class's job queues count for the class (``controller.qos.shares``).
     by_metadata = {
-        tables.class_metadata(policy.queue_id(name)): name for name in policy.class_names
+        tables.class_metadata(queue): name for queue, name in queue_classes(policy).items()
     }
     totals = dict.fromkeys(policy.class_names, (0, 0))
     for counters in flows:

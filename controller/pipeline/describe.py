@@ -257,10 +257,13 @@ def _queue_value(name: str, value: object) -> str:
 
 
 def format_queue(queue: QueueLike) -> str:
-    """``queue 0 (inference): min 2Gbit, max 10Gbit, priority 0, dscp 46``."""
+    """``queue 0 (inference): min 2Gbit, max 10Gbit, priority 0, dscp 46``; a job queue of a
+    per-job class ends with its jobs: ``, jobs a, b``."""
+    jobs: tuple[str, ...] = getattr(queue, "jobs", ())
     return (
         f"queue {queue.queue_id} ({queue.class_name}): min {format_rate(queue.min_bps)},"
         f" max {format_rate(queue.max_bps)}, priority {queue.priority}, dscp {queue.dscp}"
+        + (f", jobs {', '.join(jobs)}" if jobs else "")
     )
 
 

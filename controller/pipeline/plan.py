@@ -70,5 +70,5 @@ def plan(
         inputs.fabric,
         base_plans,
     )
-    qos = plan_ports(policy, {port.name: port.link_bps for port in inputs.ports})
+    qos = plan_ports(policy, {port.name: port.link_bps for port in inputs.ports}, jobs)
     return SwitchPlan(desired, qos)

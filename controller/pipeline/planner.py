@@ -44,6 +44,7 @@ from controller.policy.match import (
     MatchSpec,
 )
 from controller.policy.model import Policy, Rule
+from controller.qos.shares import job_queue_ids, job_slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,8 +262,12 @@ def marking_flows(policy: Policy) -> list[FlowEntry]:
     get the queue.
     """
     flows: list[FlowEntry] = []
-    for name, traffic_class in policy.classes.items():
-        queue_id = policy.queue_id(name)
+    marks = [(policy.queue_id(name), c.dscp) for name, c in policy.classes.items()]
+    # A per-job class's job queues: each its own DSCP, which the port's tc filters map to
+    # the queue (``controller.qos.shares``). All of them, used or not, so that jobs coming
+    # and going change their own entries only.
+    marks += [(slot.queue_id, slot.dscp) for slots in job_slots(policy).values() for slot in slots]
+    for queue_id, dscp in marks:
         metadata = MatchField(
             "metadata", tables.class_metadata(queue_id), tables.CLASS_METADATA_MASK
         )
@@ -274,7 +279,7 @@ def marking_flows(policy: Policy) -> list[FlowEntry]:
                     tables.MARK_IP_PRIORITY,
                     make_match(metadata, MatchField("eth_type", eth_type)),
                     (
-                        ApplyActions((SetField("ip_dscp", traffic_class.dscp), SetQueue(queue_id))),
+                        ApplyActions((SetField("ip_dscp", dscp), SetQueue(queue_id))),
                         forward,
                     ),
                     Owner.PIPELINE,
@@ -317,14 +322,17 @@ def job_flows(policy: Policy, jobs: Sequence[JobSpec]) -> list[FlowEntry]:
     UDP entries also count their flows (with detection on) so the flow view
     can name the job; other IP traffic between the endpoints gets an entry one
     priority below.  A job whose class the policy lacks is skipped (the API
-    refuses those; a policy change can orphan one).
+    refuses those; a policy change can orphan one).  A job of a ``per-job``
+    class goes to its job queue rather than the class's (``controller.qos.shares``).
     """
     flows: list[FlowEntry] = []
     idle = _learn_idle(policy)
+    own_queue = job_queue_ids(policy, jobs)
     for index, job in enumerate(sorted(jobs, key=lambda j: j.name)):
         if job.traffic_class not in policy.classes:
             continue
-        instructions = _classify_to(policy.queue_id(job.traffic_class))
+        queue_id = own_queue.get(job.name, policy.queue_id(job.traffic_class))
+        instructions = _classify_to(queue_id)
         priority = tables.job_priority(index)
         cookie = learned_cookie(Origin.JOB, index)
         l4: dict[Match, None] = {}

@@ -13,7 +13,12 @@ from fractions import Fraction
 from controller.policy.detection import detection_errors
 from controller.policy.errors import FieldError
 from controller.policy.forwarding import forwarding_errors
-from controller.policy.limits import MAX_POLICY_ENTRIES, rule_entries
+from controller.policy.limits import (
+    DSCP_VALUES,
+    MAX_JOB_QUEUES,
+    MAX_POLICY_ENTRIES,
+    rule_entries,
+)
 from controller.policy.model import Policy
 from controller.policy.parts import PolicyParts, policy_parts
 from controller.policy.quotas import quota_errors
@@ -51,6 +56,7 @@ def cross_field_errors(parts: PolicyParts) -> list[FieldError]:
         *(_class_reference_errors(parts) if classes_known else []),
         *_duplicate_rule_names(parts),
         *_dscp_collisions(parts),
+        *_job_share_errors(parts),
         *_rate_errors(parts),
         *detection,
         *forwarding,
@@ -90,6 +96,23 @@ def _duplicate_rule_names(parts: PolicyParts) -> Iterator[FieldError]:
             )
         else:
             first_seen[rule.name] = index
+
+
+def _job_share_errors(parts: PolicyParts) -> Iterator[FieldError]:
+    """Each job queue of a per-job class takes a DSCP no class uses (``controller.qos.shares``):
+    refuse the per-job classes whose queues the free code points cannot hold."""
+    used = {c.dscp for c in parts.classes.values() if c.dscp is not None}
+    free = DSCP_VALUES - len(used)
+    for name, traffic_class in parts.classes.items():
+        if not traffic_class.per_job:
+            continue
+        if free < MAX_JOB_QUEUES:
+            yield FieldError(
+                f"classes.{name}.share",
+                f"a per-job class needs {MAX_JOB_QUEUES} DSCPs no class uses for its job"
+                f" queues; {max(free, 0)} left: use fewer classes or fewer per-job classes",
+            )
+        free -= MAX_JOB_QUEUES
 
 
 def _dscp_collisions(parts: PolicyParts) -> Iterator[FieldError]:

@@ -20,6 +20,11 @@ MAX_POLICY_ENTRIES: Final = 65_536
 """Classification entries one policy's rules may expand to on one switch."""
 MAX_JOB_ENTRIES: Final = 16_384
 """Classification entries one job may expand to on one switch."""
+MAX_JOB_QUEUES: Final = 8
+"""Job queues of one ``share: per-job`` class on a port; beyond it jobs share queues.
+Why 8: ``controller.qos.shares``."""
+DSCP_VALUES: Final = 64
+"""Code points of the 6-bit DSCP field: one per class and one per job queue."""
 
 
 class RuleLike(Protocol):

@@ -8,7 +8,7 @@ reports every error at once.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -44,13 +44,20 @@ PortRateField = Annotated[
 ]
 Name = Annotated[str, Field(pattern=_NAME_PATTERN)]
 
+Share = Literal["per-flow", "per-job"]
+PER_FLOW: Share = "per-flow"
+PER_JOB: Share = "per-job"
+
 
 class TrafficClass(BaseModel):
     """One class: one queue on every port, one DSCP on the wire.
 
     ``priority`` is the HTB priority (0 is served first when queues compete for
     spare bandwidth); ``min_rate`` is the guaranteed share; ``max_rate`` caps
-    borrowing and defaults to the whole port.
+    borrowing and defaults to the whole port.  ``share`` says who shares the
+    class's bandwidth on a port: its flows (``per-flow``, one queue), or its
+    registered jobs in proportion to their weights (``per-job``, a queue per job:
+    ``controller.qos.shares``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -59,6 +66,11 @@ class TrafficClass(BaseModel):
     dscp: int = Field(ge=0, le=63)
     min_rate: RateField
     max_rate: RateField | None = None
+    share: Share = Field(
+        default=PER_FLOW,
+        description="per-flow: the class's flows share one queue; per-job: each registered"
+        " job of the class gets a queue and a share in proportion to its weight",
+    )
 
 
 class Rule(BaseModel):

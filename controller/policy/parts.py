@@ -22,7 +22,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from controller.policy.detection import DetectionSpec
 from controller.policy.forwarding import ForwardingSpec
-from controller.policy.model import Policy, PortRates, Rule, TrafficClass
+from controller.policy.model import PER_JOB, Policy, PortRates, Rule, TrafficClass
 from controller.policy.quotas import Quotas
 from controller.policy.tenants import Tenant
 from controller.policy.units import AbsoluteRate, Rate
@@ -37,6 +37,8 @@ class ClassParts:
     dscp: int | None = None
     min_rate: Rate | None = None
     max_rate: Rate | None = None
+    per_job: bool = False
+    """``share: per-job`` (absent, invalid or ``per-flow``: False)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +81,8 @@ def policy_parts(policy: Policy) -> PolicyParts:
     return PolicyParts(
         class_names=policy.class_names,
         classes={
-            name: ClassParts(c.dscp, c.min_rate, c.max_rate) for name, c in policy.classes.items()
+            name: ClassParts(c.dscp, c.min_rate, c.max_rate, c.share == PER_JOB)
+            for name, c in policy.classes.items()
         },
         default_class=policy.default_class,
         rules={
@@ -165,7 +168,10 @@ def _classes(raw: object) -> dict[str, ClassParts]:
         if isinstance(name, str):
             values = valid_fields(TrafficClass, body)
             parts[name] = ClassParts(
-                values.get("dscp"), values.get("min_rate"), values.get("max_rate")
+                values.get("dscp"),
+                values.get("min_rate"),
+                values.get("max_rate"),
+                values.get("share") == PER_JOB,
             )
     return parts
 

@@ -6,11 +6,13 @@ Pure: the OVSDB and tc shells only carry out what this module decides.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.policy.units import format_rate
+from controller.qos.shares import job_queues, shares, sharing_note
 
 HTB_MIN_RATE_BPS = 8_000
 """HTB rejects a zero guarantee; one packet per 1.5 s is the smallest useful floor."""
@@ -38,7 +40,12 @@ MIN_BURST_FRAMES = 8
 
 @dataclass(frozen=True, slots=True)
 class QueueSpec:
-    """One HTB class on a port; ``queue_id`` is the OVS queue number (HTB minor id minus 1)."""
+    """One HTB class on a port; ``queue_id`` is the OVS queue number (HTB minor id minus 1).
+
+    A job queue of a per-job class is named ``<class>/job<slot>`` and lists its
+    ``jobs`` (more than one when jobs outnumber the queues); the class's own
+    queue, named as the class, then carries its unregistered flows.
+    """
 
     queue_id: int
     class_name: str
@@ -46,6 +53,7 @@ class QueueSpec:
     max_bps: int
     priority: int
     dscp: int
+    jobs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +100,17 @@ def port_rate(policy: Policy, port_name: str, link_bps: int | None) -> tuple[int
     return configured, "policy rate"
 
 
-def plan_port_qos(policy: Policy, port_name: str, link_bps: int | None) -> PortQos:
+def plan_port_qos(
+    policy: Policy, port_name: str, link_bps: int | None, jobs: Sequence[JobSpec] = ()
+) -> PortQos:
+    """The port's queues: one per class, and in a per-job class one per job queue in use.
+
+    A per-job class's guarantee is split between its job queues and its own
+    queue (``controller.qos.shares.shares``); every part keeps the class's
+    ceiling and priority, so the class stays work-conserving.  OVS's linux-htb
+    has one level of classes, so a class's ``max_rate`` caps each of its
+    queues, not their sum.
+    """
     rate, reason = port_rate(policy, port_name, link_bps)
     wanted = {name: c.min_rate.resolve(rate) for name, c in policy.classes.items()}
     note = reason
@@ -103,22 +121,33 @@ def plan_port_qos(policy: Policy, port_name: str, link_bps: int | None) -> PortQ
         # oversubscribe HTB (whose guarantees would then mean nothing).
         wanted = {name: value * rate // guaranteed for name, value in wanted.items()}
         note = f"{reason}; guarantees scaled to fit {format_rate(rate)}"
-    minimums = {name: max(HTB_MIN_RATE_BPS, value) for name, value in wanted.items()}
-    queues = tuple(
-        QueueSpec(
-            queue_id=policy.queue_id(name),
-            class_name=name,
-            min_bps=minimums[name],
-            max_bps=max(
-                minimums[name],
-                min(c.max_rate.resolve(rate) if c.max_rate else rate, rate),
-            ),
-            priority=c.priority,
-            dscp=c.dscp,
+    by_job = job_queues(policy, jobs)
+    queues: list[QueueSpec] = []
+    for name, c in policy.classes.items():
+        ceiling = min(c.max_rate.resolve(rate) if c.max_rate else rate, rate)
+        in_use = by_job.get(name, ())
+        unregistered, parts = shares(wanted[name], in_use)
+        floor = max(HTB_MIN_RATE_BPS, unregistered)
+        queues.append(
+            QueueSpec(policy.queue_id(name), name, floor, max(floor, ceiling), c.priority, c.dscp)
         )
-        for name, c in policy.classes.items()
-    )
-    return PortQos(port_name, rate, queues, note)
+        for queue in in_use:
+            floor = max(HTB_MIN_RATE_BPS, parts[queue.slot.slot])
+            queues.append(
+                QueueSpec(
+                    queue_id=queue.slot.queue_id,
+                    class_name=queue.slot.name,
+                    min_bps=floor,
+                    max_bps=max(floor, ceiling),
+                    priority=c.priority,
+                    dscp=queue.slot.dscp,
+                    jobs=queue.jobs,
+                )
+            )
+    shared = sharing_note(by_job)
+    if shared:
+        note = f"{note}; {shared}"
+    return PortQos(port_name, rate, tuple(queues), note)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -7,9 +7,10 @@ the others from their queues, and the caller retries the rest later.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos import tc
 from controller.qos.ovsdb import Bridge, Ovsdb, OvsdbError
@@ -41,8 +42,10 @@ class QosOutcome:
             self.failed[port_name] = str(exc)
 
 
-def plan_ports(policy: Policy, link_bps: Mapping[str, int | None]) -> dict[str, PortQos]:
-    return {name: plan_port_qos(policy, name, speed) for name, speed in link_bps.items()}
+def plan_ports(
+    policy: Policy, link_bps: Mapping[str, int | None], jobs: Sequence[JobSpec] = ()
+) -> dict[str, PortQos]:
+    return {name: plan_port_qos(policy, name, speed, jobs) for name, speed in link_bps.items()}
 
 
 def reconcile_bridge(ovsdb: Ovsdb, bridge: Bridge, plans: Mapping[str, PortQos]) -> QosOutcome:

@@ -64,6 +64,7 @@ def test_live_switches_with_ports_and_queues(
                                 "max_bps": 10_000_000_000,
                                 "priority": 0,
                                 "dscp": 46,
+                                "jobs": [],
                             }
                         ],
                     },

@@ -24,7 +24,7 @@ from controller.policy.unknown import accepted_keys, unknown_field_message
                 "quotas",
             ),
         ),
-        (("classes", "training"), ("priority", "dscp", "min_rate", "max_rate")),
+        (("classes", "training"), ("priority", "dscp", "min_rate", "max_rate", "share")),
         (("rules", 7), ("name", "match", "class", "bidirectional")),
         (("detection", "elephant"), ("rate", "for", "bytes", "class", "release_ratio")),
         (("forwarding", "placement"), ("classes", "min_rate", "interval", "hold")),

@@ -258,7 +258,7 @@ def test_switch_reports_round_trip_through_the_api(
     assert SwitchOut.model_validate(answer).ports == list(report.ports)
     assert answer["flow_count"] == len(report.flows)
     assert answer["dpid"] == report.dpid_hex
-    spec_names = {"queue_id", "class_name", "min_bps", "max_bps", "priority", "dscp"}
+    spec_names = {"queue_id", "class_name", "min_bps", "max_bps", "priority", "dscp", "jobs"}
     assert all(set(q) == spec_names for port in answer["ports"] for q in port["queues"])
 
 
@@ -352,9 +352,14 @@ def test_a_switch_report_an_older_controller_wrote_still_reads(
     redis_client.hset("flowlane:switches", expected.dpid_hex, LEGACY_REPORT)
     assert SwitchStore(redis_client).all() == [expected]
     # And the new encoding is the same document: same names, same values, and the groups,
-    # meters and plan inputs that reports carry since (none here).
+    # meters and plan inputs that reports carry since (none here), and each queue's jobs
+    # (a per-job class's job queues; none here).
+    legacy = json.loads(LEGACY_REPORT)
+    for port in legacy["ports"]:
+        for queue in port["queues"]:
+            queue["jobs"] = []
     assert json.loads(expected.to_json()) == {
-        **json.loads(LEGACY_REPORT),
+        **legacy,
         "groups": [],
         "meters": [],
         "inputs": None,
