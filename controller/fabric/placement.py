@@ -30,6 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from controller.fabric.job_placement import place_jobs
 from controller.fabric.model import Link, Path, PortRef, Topology
 from controller.fabric.paths import FabricGraph
 from controller.flowid import FlowId
@@ -37,6 +38,9 @@ from controller.flowid import FlowId
 PLACED = "placed"
 REBALANCED = "rebalanced"
 LINK_DOWN = "link down"
+REGROUPED = "job placed together"
+"""A job's flow moved when its job's flows were placed again together (a job registered or
+ended, a link failed)."""
 
 GONE = "gone"
 """Released: the flow is no longer an elephant (override released, counting entry gone)."""
@@ -61,6 +65,9 @@ class Elephant:
     dst_dpid: int
     demand_bps: float  # natural demand (``demand.estimate_demands``)
     rate_bps: float  # measured
+    job: str | None = None
+    """The registered job the classifier put the flow in (``why`` = ``job:<name>``): a job's
+    flows are placed together (``job_placement``), the others one by one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +120,8 @@ def place(
     link_load_bps: Mapping[Link, float],
     now: float,
     settings: PlacementSettings = PlacementSettings(),
+    *,
+    regroup: bool = False,
 ) -> Placement:
     """Pin every elephant that has a choice of paths; keep pins unless moving clearly pays.
 
@@ -137,6 +146,14 @@ def place(
        with demands above link capacity this lays colliding flows out like
        an edge colouring, one per link wherever the fabric allows it,
        where a fixed order can paint itself into a corner.
+
+    Flows of a job (``Elephant.job``) are placed together instead, before
+    the flows of no job (``job_placement.place_jobs``: each job's most
+    loaded link as low as it can be).  A job's pinned flow keeps its pin
+    without the one-by-one rebalance (moving it alone for its own headroom
+    is what splits a job); with ``regroup`` (a job registered or ended, a
+    link failed) every job's flows are placed again together, and those
+    that land elsewhere move ("job placed together").
 
     Headroom of a path is its tightest link's capacity minus background
     load minus the demands reserved there.  Background is the measured load
@@ -167,8 +184,15 @@ def place(
 
     ledger = _Ledger(fabric)
     ledger.background(link_load_bps, placeable.values(), choices, pins)
+    job_of = {flow: e.job for flow, e in placeable.items() if e.job is not None}
     keep = sorted(
-        (e for flow, e in placeable.items() if flow in pins and pins[flow].path in choices[flow]),
+        (
+            e
+            for flow, e in placeable.items()
+            if flow in pins
+            and pins[flow].path in choices[flow]
+            and not (regroup and flow in job_of)
+        ),
         key=lambda e: (-demand[e.flow], e.flow),
     )
     for elephant in keep:
@@ -179,7 +203,11 @@ def place(
     for elephant in keep:
         flow, pin = elephant.flow, pins[elephant.flow]
         ledger.release(pin.path, demand[flow])
-        better = _rebalance(demand[flow], pin, choices[flow], ledger, now, settings)
+        better = (
+            None
+            if flow in job_of
+            else _rebalance(demand[flow], pin, choices[flow], ledger, now, settings)
+        )
         if better is None:
             same = pin.quiet_since == quiet[flow]
             result[flow] = pin if same else Pin(pin.path, pin.since, quiet[flow])
@@ -188,6 +216,23 @@ def place(
             result[flow] = Pin(better, now, quiet[flow])
             moves.append(Move(flow, pin.path, better, REBALANCED))
             ledger.reserve(better, demand[flow])
+
+    crossed: dict[str, set[int]] = {}
+    for flow, job in job_of.items():
+        if flow in result:
+            crossed.setdefault(job, set()).update(fabric.links(result[flow].path))
+    waiting = {flow: job for flow, job in job_of.items() if flow not in result}
+    for flow, path in place_jobs(ledger, waiting, demand, choices, crossed).items():
+        old = pins.get(flow)
+        if old is not None and old.path == path:  # placed together where it already was
+            same = old.quiet_since == quiet[flow]
+            result[flow] = old if same else Pin(old.path, old.since, quiet[flow])
+            continue
+        result[flow] = Pin(path, now, quiet[flow])
+        reason = (
+            PLACED if old is None else LINK_DOWN if old.path not in choices[flow] else REGROUPED
+        )
+        moves.append(Move(flow, old.path if old else None, path, reason))
 
     queue = _Queue([e.flow for e in placeable.values() if e.flow not in result], demand, choices)
     while queue:
@@ -322,6 +367,18 @@ class _Ledger:
         for index in self.fabric.links(path):
             self._reserved[index] += demand_bps
             self._flows[index] += 1
+
+    def path_links(self, path: Path) -> tuple[int, ...]:
+        return self.fabric.links(path)
+
+    def utilisation(self, index: int, extra_bps: float = 0.0) -> float:
+        """Load over capacity of one link with ``extra_bps`` more (a dead link: infinite)."""
+        load = self._background[index] + self._reserved[index] + extra_bps
+        capacity = self.fabric.capacity[index]
+        return load / capacity if capacity > 0 else math.inf
+
+    def crowd(self, path: Path) -> int:
+        return max((self._flows[i] for i in self.fabric.links(path)), default=0)
 
     def release(self, path: Path, demand_bps: float) -> None:
         for index in self.fabric.links(path):

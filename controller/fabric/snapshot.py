@@ -127,6 +127,11 @@ class PinnedView(BaseModel):
     demand_bps: float = Field(ge=0, description="Estimated natural demand (bit/s)")
     since: float = Field(description="Unix time it was pinned")
     path: list[PortView] = Field(description="The output port at every switch, in order")
+    job: str | None = Field(
+        default=None,
+        description="The registered job the flow belongs to (its flows are placed together);"
+        " null: none",
+    )
 
 
 class FabricSnapshot(BaseModel):
@@ -182,6 +187,7 @@ def pinned_view(
     since: float,
     path: Path,
     port_names: Mapping[PortRef, str],
+    job: str | None = None,
 ) -> PinnedView:
     """The view of one placed elephant, from the placement's own values."""
     return PinnedView(
@@ -196,6 +202,7 @@ def pinned_view(
         demand_bps=_finite(demand_bps),
         since=since,
         path=path_view(path, port_names),
+        job=job,
     )
 
 

@@ -21,6 +21,7 @@ from typing import Final, TypeAlias
 
 from controller.classify.records import ObservedFlow
 from controller.pipeline.plan import PortState
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 
 UNSTAMPED: Final = math.nan
@@ -75,6 +76,15 @@ class PolicyChanged:
 
 
 @dataclass(frozen=True)
+class JobsChanged:
+    """The registered jobs (all of them, each time): a job's elephants are placed together,
+    and placed again when a job registers or ends."""
+
+    jobs: tuple[JobSpec, ...] = field(repr=False)
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
 class PacketIn:
     """A frame a switch handed the controller (LLDP, ARP, an unknown source)."""
 
@@ -106,6 +116,7 @@ FabricMessage: TypeAlias = (
     | FlowsSeen
     | PortRates
     | PolicyChanged
+    | JobsChanged
     | PacketIn
     | DiscoveryTick
     | PlacementTick

@@ -54,6 +54,7 @@ from controller.openflow.fabric_events import (
     DiscoveryTick,
     FabricMessage,
     FlowsSeen,
+    JobsChanged,
     PacketIn,
     PlacementTick,
     PolicyChanged,
@@ -76,6 +77,7 @@ from controller.openflow.fabric_placement import (
 )
 from controller.pipeline.desired import FabricInputs
 from controller.pipeline.plan import PortState
+from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.plan import port_rate
 
@@ -131,6 +133,7 @@ class FabricOwner:
         controller_id: str | None = None,
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] | None = None,
+        jobs: Sequence[JobSpec] = (),
     ) -> None:
         """``observers`` is kept by reference (the settings' list: observers added later are
         told too).  ``wall`` gives Unix time for what the owner shows (a pin's ``since``, a
@@ -139,8 +142,17 @@ class FabricOwner:
         ``clock`` (monotonic) stamps events told without a time (``UNSTAMPED``), as the
         switch actors do; the owner's own ticks are then told unstamped, so a late timer's
         round is dated when it runs.  Without it every event must carry its time, and a
-        tick carries the time it is due (tests)."""
+        tick carries the time it is due (tests).
+
+        ``jobs``: the registered jobs at start; ``JobsChanged`` brings every change."""
         self._policy = policy
+        self._jobs = _job_endpoints(jobs)
+        self._pin_job: dict[FlowId, str] = {}
+        """The job of each pinned flow that is in one (for the API's view of a job)."""
+        self._grouped: frozenset[str] = frozenset()
+        """The jobs whose flows were among the last round's candidates."""
+        self._regroup = False
+        """A job registered or ended, or a link failed: place every job's flows again."""
         self._send_packet = send_packet
         self._publish_inputs_to = publish
         self._schedule = schedule
@@ -193,12 +205,16 @@ class FabricOwner:
             self._port_rates(event.dpid, event.tx_bps)
         elif isinstance(event, PolicyChanged):
             self._policy_changed(event.policy)
+        elif isinstance(event, JobsChanged):
+            self._jobs_changed(event.jobs)
         elif isinstance(event, PacketIn):
             self._packet_in(event.dpid, event.in_port, event.data)
         elif isinstance(event, DiscoveryTick):
             self._discovery_tick()
         else:
             self._placement_tick()
+        if self._regroup and self.enabled and not isinstance(event, PlacementTick):
+            self._place(self._now)  # at once: a job's flows need not wait for the next round
         self._publish_inputs()
 
     @property
@@ -274,6 +290,14 @@ class FabricOwner:
         if not policy.forwarding.fabric:
             self._published.clear()  # switches plan without the fabric; all anew when it is on
         self._dirty = True
+
+    def _jobs_changed(self, jobs: Sequence[JobSpec]) -> None:
+        """A job registered, ended or changed its endpoints: its flows (and every other job's,
+        which share the links) are placed again.  A renewal changes nothing."""
+        endpoints = _job_endpoints(jobs)
+        if endpoints != self._jobs:
+            self._jobs = endpoints
+            self._regroup = True
 
     # ---- packet-ins ---------------------------------------------------------------------
 
@@ -355,6 +379,8 @@ class FabricOwner:
             return
         self._topology = after
         self._dirty = True
+        if self._pins and before.usable_links - after.usable_links:
+            self._regroup = True  # a link failed: jobs over it are placed again, together
         LOG.debug("fabric changed: %s", reason)
         events = topology_events(before, after)
         for event in events:
@@ -461,15 +487,21 @@ class FabricOwner:
     def elephants(self) -> list[tuple[Elephant, str]]:
         """This round's candidates (on the owner's thread: tests, ``_place``)."""
         observed = {dpid: switch.observed for dpid, switch in self._switches.items()}
-        return elephants(self._policy, self._topology, observed, self._pins)
+        return elephants(self._policy, self._topology, observed, self._pins, self._jobs)
 
     def _place(self, now: float) -> None:
+        asked, self._regroup = self._regroup, False
         policy = self._policy
         spec = policy.forwarding.placement
         if spec is None:
             self._clear_pins()
             return
         candidates = self.elephants()
+        grouped = frozenset(e.job for e, _ in candidates if e.job is not None)
+        # Jobs whose flows appear (a job registered: its flows are named a poll later) or
+        # vanish are news as much as the registration itself.
+        regroup = asked or grouped != self._grouped
+        self._grouped = grouped
         old_pins, pinned_info = self._pins, self._pin_info
         result = place(
             self._topology,
@@ -482,10 +514,14 @@ class FabricOwner:
                 min_rate_bps=spec.min_rate.bps,
                 release_after_s=policy.detection.release_after if policy.detection else math.inf,
             ),
+            regroup=regroup,
         )
         info = {e.flow: (cls, e.rate_bps, e.demand_bps) for e, cls in candidates}
         self._pins = dict(result.pins)
         self._pin_info = {flow: info[flow] for flow in self._pins if flow in info}
+        self._pin_job = {
+            e.flow: e.job for e, _ in candidates if e.job is not None and e.flow in self._pins
+        }
         self._metrics.pinned_flows.set(len(result.pins))
         if not (result.moves or result.released):
             return
@@ -505,7 +541,7 @@ class FabricOwner:
         """Placement (or the fabric) is off: every pin goes, silently, as its entries do."""
         if not self._pins:
             return
-        self._pins, self._pin_info = {}, {}
+        self._pins, self._pin_info, self._pin_job = {}, {}, {}
         self._metrics.pinned_flows.set(0)
         self._dirty = True
 
@@ -539,7 +575,7 @@ class FabricOwner:
             self._topology,
             names,
             self._link_loads(),
-            pinned_views(self._pins, self._pin_info, names, self._wall_at),
+            pinned_views(self._pins, self._pin_info, names, self._wall_at, self._pin_job),
         )
         for observer in self._observers:
             try:
@@ -555,3 +591,12 @@ class FabricOwner:
                 observer.fabric_events(events)
             except Exception:
                 LOG.exception("observer %r failed on fabric events", observer)
+
+
+def _job_endpoints(jobs: Sequence[JobSpec]) -> dict[str, tuple[str, ...]]:
+    """What of the jobs placement depends on: their names and endpoints (a renewal, a new
+    TTL or weight, is no reason to move flows)."""
+    return {
+        job.name: tuple(sorted(endpoint.model_dump_json() for endpoint in job.endpoints))
+        for job in jobs
+    }

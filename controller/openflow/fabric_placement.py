@@ -43,8 +43,13 @@ def elephants(
     topology: Topology,
     observed: Mapping[int, Sequence[ObservedFlow]],
     pinned: Collection[FlowId],
+    jobs: Collection[str] = (),
 ) -> list[tuple[Elephant, str]]:
-    """Flows of the placement classes that are big enough, seen at their source switch."""
+    """Flows of the placement classes that are big enough, seen at their source switch.
+
+    A flow the classifier put in a registered job (``why`` is ``job:<name>``, from the job's
+    entry that counted it) carries the job's name, so its job's flows are placed together;
+    a job no longer in ``jobs`` (it ended since the switch counted) is no job."""
     spec = policy.forwarding.placement
     classes = policy.forwarding.placement_classes(policy.detection)
     if spec is None or not classes:
@@ -96,11 +101,29 @@ def elephants(
     )
     return [
         (
-            Elephant(flow.flow, src, dst, demands.get(flow.flow, flow.rate_bps), flow.rate_bps),
+            Elephant(
+                flow.flow,
+                src,
+                dst,
+                demands.get(flow.flow, flow.rate_bps),
+                flow.rate_bps,
+                job_of(flow, jobs),
+            ),
             flow.traffic_class,
         )
         for flow, src, dst in found.values()
     ]
+
+
+JOB_WHY = "job:"
+
+
+def job_of(flow: ObservedFlow, jobs: Collection[str]) -> str | None:
+    """The registered job the classifier put the flow in, or None."""
+    if not flow.why.startswith(JOB_WHY):
+        return None
+    name = flow.why.removeprefix(JOB_WHY)
+    return name if name in jobs else None
 
 
 def placement_events(
@@ -162,8 +185,9 @@ def pinned_views(
     pin_info: Mapping[FlowId, PinInfo],
     port_names: Mapping[PortRef, str],
     wall: Callable[[float], float],
+    jobs: Mapping[FlowId, str] | None = None,
 ) -> list[PinnedView]:
-    """The pinned flows as the API shows them, in flow order."""
+    """The pinned flows as the API shows them, in flow order (``jobs``: each job flow's job)."""
     views = []
     for flow, pin in sorted(pins.items()):
         cls, rate, demand = pin_info.get(flow, NO_INFO)
@@ -176,6 +200,7 @@ def pinned_views(
                 since=wall(pin.since),
                 path=pin.path,
                 port_names=port_names,
+                job=(jobs or {}).get(flow),
             )
         )
     return views

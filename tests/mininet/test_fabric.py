@@ -561,6 +561,72 @@ def test_placement_spreads_colliding_flows_over_both_spines(fabric: Fabric) -> N
         assert goodput >= 0.8 * 2 * LINK_GOODPUT_BPS
 
 
+def test_a_jobs_flows_are_placed_and_shown_with_their_paths(fabric: Fabric) -> None:
+    """A registered job's two elephants leave leaf 1 on both spines (its slowest flow gets a
+    link to itself), and ``GET /v1/jobs/{name}`` shows each one's path and measured rate."""
+    api, auth = fabric.stack.api, fabric.stack.headers
+    seconds = 9
+    flows = [("h1", "h3"), ("h2", "h4")]
+    job = {
+        "name": "ring",
+        "class": "training",
+        "endpoints": [{"ipv4": fabric.ip(host)} for host in ("h1", "h2", "h3", "h4")],
+    }
+    with checked(fabric), processes() as started:
+        fabric.ready()
+        reply = httpx.post(f"{api}/v1/jobs", json=job, timeout=5, headers=auth)
+        assert reply.status_code == 201, reply.text
+        try:
+            for _, server in flows:
+                started.append(
+                    harness.host_popen(
+                        fabric.host(server), ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]
+                    )
+                )
+            for _, server in flows:
+                harness.wait_for(
+                    f"iperf3 to listen on {server}",
+                    partial(listening, fabric.host(server), IPERF_PORT),
+                    10,
+                )
+            for client, server in flows:
+                started.append(
+                    harness.host_popen(
+                        fabric.host(client),
+                        [
+                            "iperf3",
+                            "-c",
+                            fabric.ip(server),
+                            "-p",
+                            str(IPERF_PORT),
+                            "-t",
+                            str(seconds),
+                        ],
+                    )
+                )
+            seen: dict[str, Any] = {}
+
+            def placed() -> bool:
+                answer = httpx.get(f"{api}/v1/jobs/ring", timeout=5, headers=auth)
+                seen["last"] = answer.text
+                pinned = answer.json().get("pinned", []) if answer.status_code == 200 else []
+                data = [p for p in pinned if p["dst_port"] == IPERF_PORT and p["rate_bps"] > 0]
+                seen["pinned"] = data
+                return len(data) == 2
+
+            try:
+                harness.wait_for("the job's two flows placed and shown", placed, seconds - 2, 0.5)
+            except TimeoutError as exc:
+                raise AssertionError(f"{exc}; last answer: {seen.get('last')}") from None
+            pinned = seen["pinned"]
+            print(json.dumps(pinned, indent=1))
+            assert {p["job"] for p in pinned} == {"ring"}
+            first_hops = {p["path"][0]["name"] for p in pinned}
+            assert first_hops == {PLAN.port_to(LEAF1, spine) for spine in SPINES}
+        finally:
+            httpx.delete(f"{api}/v1/jobs/ring", timeout=5, headers=auth)
+
+
 # --------------------------------------------------------------------------------------------
 # 3. and 4. link failures
 # --------------------------------------------------------------------------------------------

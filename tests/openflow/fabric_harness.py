@@ -187,7 +187,9 @@ class Fabric:
         """The pins as the next snapshot will show them (read on the owner's thread: this
         one; snapshots go out once per discovery round)."""
         owner = self.owner
-        return pinned_views(owner._pins, owner._pin_info, owner._port_names(), owner._wall_at)
+        return pinned_views(
+            owner._pins, owner._pin_info, owner._port_names(), owner._wall_at, owner._pin_job
+        )
 
     def placement_events(self) -> list[FabricEvent]:
         return [event for event in self.sent.events if event.kind in (PLACEMENT, REROUTE)]

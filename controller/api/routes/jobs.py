@@ -32,7 +32,15 @@ from controller.api.audit import note
 from controller.api.auth import PrincipalDep, needs
 from controller.api.documents import SOURCE, parse_model
 from controller.api.errors import ApiError, invalid_input
-from controller.api.schemas import ErrorOut, JobOut, JobsOut, QuotaErrorOut, ValidationErrorOut
+from controller.api.routes.fabric import scoped_snapshot
+from controller.api.schemas import (
+    ErrorOut,
+    JobDetailOut,
+    JobOut,
+    JobsOut,
+    QuotaErrorOut,
+    ValidationErrorOut,
+)
 from controller.api.scopes import scope_for
 from controller.api.services import Services, ServicesDep
 from controller.auth.model import Principal, Role
@@ -230,13 +238,22 @@ def _list(services: Services, principal: Principal) -> JobsOut:
     )
 
 
-def _get(services: Services, name: str, principal: Principal) -> JobOut:
+def _get(services: Services, name: str, principal: Principal) -> JobDetailOut:
     _purge(services)
     record = services.jobs.get(name)
+    scope = scope_for(services, principal)
     # Another tenant's job is answered as absent: its name says nothing to this caller.
-    if record is None or not scope_for(services, principal).owns(record.tenant):
+    if record is None or not scope.owns(record.tenant):
         raise ApiError(404, f"no job {name!r}")
-    return job_out(record)
+    snapshot = services.fabric.read()
+    # The controller names each pinned flow's job (the classifier's verdict); the pins are
+    # the tenant's view of the fabric, as ``/v1/topology`` shows them.
+    pinned = (
+        []
+        if snapshot is None
+        else [pin for pin in scoped_snapshot(snapshot, scope).pinned if pin.job == name]
+    )
+    return JobDetailOut.model_validate({**record.to_dict(), "pinned": pinned})
 
 
 def _delete(services: Services, name: str, principal: Principal) -> None:
@@ -303,10 +320,13 @@ async def list_jobs(services: ServicesDep, principal: PrincipalDep) -> JobsOut:
     return await run_in_threadpool(_list, services, principal)
 
 
-@router.get("/{name}", response_model=JobOut, responses={**_NOT_FOUND, **_INVALID, **_UNAVAILABLE})
-async def get_job(name: JobName, services: ServicesDep, principal: PrincipalDep) -> JobOut:
+@router.get(
+    "/{name}", response_model=JobDetailOut, responses={**_NOT_FOUND, **_INVALID, **_UNAVAILABLE}
+)
+async def get_job(name: JobName, services: ServicesDep, principal: PrincipalDep) -> JobDetailOut:
     """One live job (404 when there is none of that name, it expired, or it is another
-    tenant's)."""
+    tenant's), with its elephants the fabric controller placed: each one's path and measured
+    rate (``pinned``, from the controller's last fabric snapshot)."""
     return await run_in_threadpool(_get, services, name, principal)
 
 
