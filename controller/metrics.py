@@ -42,6 +42,19 @@ class ControllerMetrics:
             ["dpid"],
             registry=self.registry,
         )
+        self.role_changes = Counter(
+            "flowlane_switch_role_changes_total",
+            "OpenFlow roles the switch confirmed to this controller (master or slave)",
+            ["dpid", "role"],
+            registry=self.registry,
+        )
+        self.mastership_stepdowns = Counter(
+            "flowlane_switch_mastership_stepdowns_total",
+            "Times the switch refused this controller as master (stale generation, or a"
+            " write refused as from a slave) and it stepped down",
+            ["dpid"],
+            registry=self.registry,
+        )
         self.sync_failures = Counter(
             "flowlane_switch_sync_failures_total",
             "Syncs that did not complete (timeouts, switch errors)",

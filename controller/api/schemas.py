@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from controller.classify.records import FlowRecord
+from controller.fabric.snapshot import PinnedView
 from controller.qos.records import QueueStats
 from controller.store.policies import PolicyVersion, PolicyWrite
 from controller.store.switches import PortReport
@@ -296,6 +297,18 @@ class JobOut(BaseModel):
     )
     created_at: float = Field(description="Unix time of the latest registration")
     expires_at: float = Field(description="Unix time; the job is gone after it")
+
+
+class JobDetailOut(JobOut):
+    """One job, with where its elephants run (``GET /v1/jobs/{name}``)."""
+
+    pinned: list[PinnedView] = Field(
+        default_factory=list,
+        description="The job's elephants the fabric controller placed (placed together, so its"
+        " slowest flow crosses the least loaded links it can), each with its path and measured"
+        " rate, as of the controller's last fabric snapshot; empty without one, or with"
+        " forwarding `normal`",
+    )
 
 
 class JobsOut(BaseModel):

@@ -21,6 +21,8 @@ from controller.openflow.tls import OfpTls
 from controller.policy.errors import PolicyError
 from controller.policy.load import load_policy_document, load_policy_file
 from controller.policy.model import Policy
+from controller.store.liveness import HEARTBEAT_INTERVAL_S
+from controller.store.url import parse_store_url
 
 LOG = logging.getLogger("flowlane.controller")
 
@@ -74,6 +76,20 @@ def controller(
             envvar=REDIS_URL_FILE_ENV, help="A file (0600) holding the Redis URL, password and all"
         ),
     ] = None,
+    instance_id: Annotated[
+        str | None,
+        typer.Option(
+            help="This controller's name among the controllers sharing one Redis (its lease,"
+            " its heartbeat, its reports); default host:pid"
+        ),
+    ] = None,
+    lease_ttl: Annotated[
+        float,
+        typer.Option(
+            help="With Redis: seconds a silent controller keeps its lease before the others"
+            " take its switches (renewed every second)"
+        ),
+    ] = 3.0,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error")] = "info",
     log_format: LogFormatOption = LogFormat.text,
 ) -> None:
@@ -87,17 +103,24 @@ def controller(
     reported and ignored); with Redis, the active version there rules.
     """
     setup_logging(log_level, log_format)
+    if lease_ttl <= HEARTBEAT_INTERVAL_S:
+        raise typer.BadParameter(
+            f"--lease-ttl {lease_ttl:g}: must be above the {HEARTBEAT_INTERVAL_S:g} s renewal"
+            " interval (3 s lets two renewals be missed)"
+        )
     tls = ofp_tls(ofp_tls_cert, ofp_tls_key, ofp_ca)
     if ofp_bind_dpid and tls is None:
         raise typer.BadParameter(
             "--ofp-bind-dpid needs --ofp-tls-cert, --ofp-tls-key and --ofp-ca: over plain TCP"
             " a switch presents no certificate to bind"
         )
-    if redis_url_file is not None:
-        try:
+    try:
+        if redis_url_file is not None:
             redis_url = redis_url_from_file(redis_url_file)
-        except ValueError as exc:
-            raise typer.BadParameter(str(exc)) from None
+        if redis_url:
+            parse_store_url(redis_url)  # a bad URL stops it here, naming the wrong part
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from None
     try:
         file_policy, document = load_policy_document(policy)
     except PolicyError as exc:
@@ -105,20 +128,26 @@ def controller(
         raise typer.Exit(2) from None
     # Imported late: os-ken is heavy and not needed to report a bad policy.
     from controller.link.redis_link import RedisLink
+    from controller.mastership.leases import Leases
     from controller.openflow.settings import ActivePolicy, ControllerSettings
     from controller.qos.ovsdb import Ovsdb  # the OVS Python IDL: python3-openvswitch
     from controller.shell.runner import run_controller
+    from controller.store.client import connect
 
     metrics = ControllerMetrics()
     if metrics_port:
         start_http_server(metrics_port, addr=metrics_host, registry=metrics.registry)
         LOG.info("metrics on http://%s:%d/metrics", metrics_host, metrics_port)
     link = None
+    leases = None
     active = ActivePolicy(file_policy)
     if redis_url:
         LOG.info("following Redis at %s", redact(redis_url))
-        link = RedisLink(redis_url, f"{socket.gethostname()}:{os.getpid()}", metrics=metrics)
+        name = instance_id or f"{socket.gethostname()}:{os.getpid()}"
+        link = RedisLink(redis_url, name, metrics=metrics)
         active = ActivePolicy(*link.bootstrap(file_policy, document))
+        # Every controller sharing this Redis masters its share of the switches.
+        leases = Leases(connect(redis_url), name, ttl_s=lease_ttl)
     settings = ControllerSettings(
         active=active,
         ovsdb=Ovsdb(ovsdb),
@@ -147,7 +176,7 @@ def controller(
         len(active.policy.classes),
         len(active.policy.rules),
     )
-    run_controller(settings, ofp_host, ofp_port, reload_policy, link, tls)
+    run_controller(settings, ofp_host, ofp_port, reload_policy, link, tls, leases)
 
 
 def ofp_tls(cert: Path | None, key: Path | None, ca: Path | None) -> OfpTls | None:

@@ -168,6 +168,8 @@ class RedisLink:
         self._stopping = threading.Event()
         self._healthy = True
         self._beater: threading.Thread | None = None
+        self._beat_hooks: list[Callable[[], object]] = []
+        self._woken = threading.Event()
 
     @property
     def enforced_version(self) -> int | None:
@@ -251,6 +253,15 @@ class RedisLink:
             else:
                 backoff = 0.1
 
+    def on_beat(self, hook: Callable[[], object]) -> None:
+        """Run ``hook`` on the heartbeat thread after every beat (mastership renews its lease
+        there: a thread that nothing else the controller does can delay)."""
+        self._beat_hooks.append(hook)
+
+    def wake_beat(self) -> None:
+        """Beat now rather than at the next interval (any thread)."""
+        self._woken.set()
+
     def stop(self) -> None:
         """Stop both threads and say goodbye: no flag and no heartbeat left behind.
 
@@ -258,6 +269,7 @@ class RedisLink:
         for; the heartbeat then simply ages out.
         """
         self._stopping.set()
+        self._woken.set()
         if self._beater is not None:
             self._beater.join(timeout=1.0)
         self._outbox.stop(timeout_s=0.5)
@@ -281,7 +293,13 @@ class RedisLink:
                 LOG.exception("heartbeat failed")
             if self._metrics is not None:
                 self._metrics.store_up.set(1 if up else 0)
-            self._stopping.wait(self._heartbeat_s)
+            for hook in self._beat_hooks:
+                try:
+                    hook()
+                except Exception:
+                    LOG.exception("heartbeat hook failed")
+            self._woken.wait(self._heartbeat_s)
+            self._woken.clear()
 
     def _follow(self) -> None:
         # Through a typed name: redis-py annotates ``pubsub`` from 8.2 on, not before.
@@ -312,10 +330,11 @@ class RedisLink:
             pubsub.close()
 
     def _resend_reports(self) -> None:
+        # Queued under the lock, as ``_send`` queues: a report an actor hands over meanwhile
+        # is queued after this copy, never replaced by it (the outbox keeps the last put).
         with self._lock:
-            latest = list(self._latest.items())
-        for dpid, report in latest:
-            self._put_report(dpid, report)
+            for dpid, report in self._latest.items():
+                self._put_report(dpid, report)
 
     def _on_announcement(self, data: str) -> None:
         try:
@@ -544,18 +563,18 @@ class RedisLink:
 
     def _send(self, dpid: int, report: SyncReport | None) -> None:
         """Queue the switch's report; the latest is kept to re-send to a Redis that lost it."""
-        with self._lock:
+        with self._lock:  # remembered and queued as one step (see ``_resend_reports``)
             if report is None:
                 self._latest.pop(dpid, None)
             else:
                 self._latest[dpid] = report
-        self._put_report(dpid, report)
+            self._put_report(dpid, report)
 
     def _put_report(self, dpid: int, report: SyncReport | None) -> None:
         # Built on the writer thread: a report carries every flow, and the actor that
         # hands it over has the next switch change to get to.
         write = (
-            partial(self.switches.remove, dpid)
+            partial(self.switches.remove, dpid, self.controller_id)
             if report is None
             else partial(self._write_report, report)
         )

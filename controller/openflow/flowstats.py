@@ -19,6 +19,7 @@ reply's bytes, and ``multipart_body`` cuts out the part these decoders read.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Iterable, Iterator
 
@@ -60,7 +61,8 @@ _UNUSABLE = ("masked", "or of another length")
 (value, mask) pair, which it rejects too)."""
 
 _MAX_FLOWS = 1 << 18
-"""Decoded matches kept (about 40 MB at most); past it the table starts over."""
+"""Decoded matches kept (about 40 MB at most), least recently used dropped first; one
+cache for every switch (the same bytes are the same flow), thread-safe as lru_cache is."""
 
 Entry = tuple[CounterSample, int]
 """A counting entry's sample and its cookie (who claimed the flow)."""
@@ -68,11 +70,6 @@ Entry = tuple[CounterSample, int]
 
 class FlowStatsError(ValueError):
     """The reply's framing is broken (an entry's length runs past the body)."""
-
-
-_flows: dict[bytes, FlowId | None] = {}
-"""Match bytes -> the flow they describe (None: not an exact TCP/UDP 5-tuple), for every
-switch: the same bytes are the same flow wherever they come from."""
 
 
 Oxm = tuple[int | None, bool, bytes]
@@ -113,6 +110,7 @@ def entries(body: bytes | bytearray | memoryview) -> Iterator[tuple[tuple[int, .
         offset += length
 
 
+@functools.lru_cache(maxsize=_MAX_FLOWS)
 def _decode_match(oxms: bytes) -> FlowId | None:
     """The flow one match describes; the last of a repeated field wins, as in os-ken."""
     tlvs = oxm_fields(oxms)
@@ -137,18 +135,13 @@ def decode_count_entries(body: bytes | bytearray | memoryview) -> list[Entry]:
     # The loop runs once per counted flow on every poll: the named tuples are made with
     # tuple.__new__ (their generated __new__ is Python code, a third of the time per entry).
     new = tuple.__new__
-    flows = _flows
+    flow_of = _decode_match
     decoded: list[Entry] = []
     append = decoded.append
     for (_, _, seconds, nanoseconds, _, cookie, packets, octets, _, _), oxms in entries(body):
         if oxms is None:
             continue
-        try:
-            flow = flows[oxms]
-        except KeyError:
-            if len(flows) >= _MAX_FLOWS:
-                flows.clear()
-            flow = flows[oxms] = _decode_match(oxms)
+        flow = flow_of(oxms)
         if flow is not None:
             append(
                 (new(CounterSample, (flow, octets, packets, seconds + nanoseconds / 1e9)), cookie)

@@ -79,7 +79,6 @@ class HubConnection:
         self._backlog = 0
         self._closing: str | None = None
         self._cert: bytes | None = None
-        self._datapath: CodecDatapath | None = None
 
     # ---- any thread --------------------------------------------------------------
 
@@ -109,9 +108,8 @@ class HubConnection:
         return self._cert
 
     def datapath(self) -> Any:
-        if self._datapath is None or self._datapath.id != self.dpid:
-            self._datapath = CodecDatapath(self.dpid)
-        return self._datapath
+        # A new one each call: cached, it would be written by whichever thread asked first.
+        return CodecDatapath(self.dpid)
 
     def __repr__(self) -> str:
         return f"HubConnection({self.address}, dpid={self.dpid:016x}, {self.stage.value})"

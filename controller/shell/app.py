@@ -22,6 +22,8 @@ import time
 from collections.abc import Mapping, Sequence
 
 from controller.actors.runtime import ActorSystem, Ref
+from controller.mastership.keeper import LeaseKeeper
+from controller.mastership.leases import Leases
 from controller.openflow import fabric_events as fabric
 from controller.openflow import messages
 from controller.openflow.fabric_owner import FabricOwner
@@ -32,6 +34,8 @@ from controller.pipeline.desired import FabricInputs
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import OvsdbError
+from controller.shell.mastership import Assigned, Mastership, MastershipEvent, ServedChanged
+from controller.shell.mastership import Refused as MastershipRefused
 from controller.shell.registry import (
     Claim,
     FabricPublished,
@@ -87,14 +91,18 @@ class _SwitchEvents:
     def qos_changed(self, ref: SwitchRef, ports: frozenset[str]) -> None:
         ref.tell(switch_events.QosChanged())
 
-    def disconnected(self, ref: SwitchRef) -> None:
-        ref.tell(switch_events.Disconnected())
+    def disconnected(self, ref: SwitchRef, gone: bool) -> None:
+        ref.tell(switch_events.Disconnected(gone))
 
 
 class FlowlaneController:
     """The hub's handler (``controller.openflow.hub.HubHandler``) and the actors' wiring."""
 
-    def __init__(self, settings: ControllerSettings, runtime: ActorSystem) -> None:
+    def __init__(
+        self, settings: ControllerSettings, runtime: ActorSystem, leases: Leases | None = None
+    ) -> None:
+        """``leases``: several controllers share the switches (mastership, issue 22); None:
+        the only controller, master of every switch as before."""
         self.settings = settings
         self.runtime = runtime
         self._once: Ref[SayOnce] = runtime.spawn("once", OnceLog())
@@ -104,13 +112,30 @@ class FlowlaneController:
             audit_interval_s=settings.audit_interval_s,
             reply_timeout_s=settings.reply_timeout_s,
             manage_qos=settings.manage_qos,
+            roles=leases is not None,
         )
+        self.keeper: LeaseKeeper | None = None
+        self._mastership: Ref[MastershipEvent] | None = None
+        self.mastership: Mastership | None = None
+        if leases is not None:
+            self.mastership = Mastership(
+                lambda: self.registry.served, self._wake_keeper, self._refused
+            )
+            self._mastership = runtime.spawn("mastership", self.mastership)
+            self.keeper = LeaseKeeper(
+                leases,
+                connected=lambda: frozenset(self.registry.served),
+                publish=lambda roles: self._tell_mastership(Assigned(roles)),
+            )
         self.registry = Registry(
             settings,
             _SwitchEvents(settings.audit_interval_s),
             schedule=lambda delay, event: self._registry.tell_after(delay, event),
-            fabric_gone=lambda dpid: self._fabric.tell(fabric.SwitchGone(dpid)),
             fabric_policy=lambda policy: self._fabric.tell(fabric.PolicyChanged(policy)),
+            fabric_jobs=lambda jobs: self._fabric.tell(fabric.JobsChanged(jobs)),
+            served_changed=(
+                (lambda: self._tell_mastership(ServedChanged())) if leases is not None else None
+            ),
         )
         self._registry: Ref[RegistryEvent] = runtime.spawn("registry", self.registry)
         self.fabric = FabricOwner(
@@ -121,6 +146,7 @@ class FlowlaneController:
             metrics=settings.metrics,
             observers=settings.observers,
             clock=time.monotonic,
+            jobs=settings.jobs,
         )
         self._fabric: Ref[fabric.FabricMessage] = runtime.spawn("fabric", self.fabric)
         self._services = SwitchServices(
@@ -130,8 +156,24 @@ class FlowlaneController:
             observers=settings.observers,
             ovsdb=settings.ovsdb if settings.manage_qos else None,
             fabric=self._switch_learned,
+            gone=lambda dpid: self._fabric.tell(fabric.SwitchGone(dpid)),
             say_once=self._once.tell,
+            stepped_down=lambda command: self._tell_mastership(MastershipRefused(command.dpid)),
         )
+
+    # ---- mastership (only with ``leases``) -------------------------------------------
+
+    def _tell_mastership(self, event: MastershipEvent) -> None:
+        if self._mastership is not None:
+            self._mastership.tell(event)
+
+    def _wake_keeper(self) -> None:
+        if self.keeper is not None:
+            self.keeper.wake()
+
+    def _refused(self, dpid: int) -> None:
+        if self.keeper is not None:
+            self.keeper.stepped_down(dpid)
 
     # ---- life cycle ---------------------------------------------------------------
 
@@ -227,6 +269,8 @@ class FlowlaneController:
         served = self.registry.served.get(dpid)
         if served is None:
             return
+        if self.mastership is not None and dpid not in self.mastership.masters:
+            return  # a slave's packet-outs are refused (OFPBRC_IS_SLAVE): the master sends
         msg = messages.packet_out(DATAPATH, ports, data)
         served.conn.send(encode(msg, 0))
 

@@ -70,7 +70,7 @@ class Switches(Protocol):
 
     def qos_changed(self, ref: SwitchRef, ports: frozenset[str]) -> None: ...
 
-    def disconnected(self, ref: SwitchRef) -> None: ...
+    def disconnected(self, ref: SwitchRef, gone: bool) -> None: ...
 
 
 # ---- events -------------------------------------------------------------------------
@@ -177,14 +177,20 @@ class Registry:
         settings: ControllerSettings,
         switches: Switches,
         schedule: Callable[[float, RegistryEvent], Callable[[], None]],
-        fabric_gone: Callable[[int], None],
         fabric_policy: Callable[[Policy], None],
+        fabric_jobs: Callable[[tuple[JobSpec, ...]], None] | None = None,
+        served_changed: Callable[[], None] | None = None,
     ) -> None:
+        """``fabric_jobs`` tells the fabric's owner every new job set (placement keeps a
+        job's flows together)."""
         self.settings = settings
         self._switches = switches
         self._schedule = schedule
-        self._fabric_gone = fabric_gone
         self._fabric_policy = fabric_policy
+        self._fabric_jobs = fabric_jobs
+        self._served_changed = served_changed
+        """Mastership: told after every change of ``served`` (a switch's role goes to the
+        actor that serves it)."""
         self._served: dict[int, Served] = {}
         self.served: Mapping[int, Served] = MappingProxyType({})
         """Read by other threads: replaced whole on every change, never mutated."""
@@ -217,6 +223,8 @@ class Registry:
                     self.snapshot, jobs=jobs, jobs_version=self.snapshot.jobs_version + 1
                 )
                 LOG.info("jobs: %s", ", ".join(job.name for job in jobs) or "none")
+                if self._fabric_jobs is not None:
+                    self._fabric_jobs(jobs)
                 self._tell_policy()
             case FabricPublished(inputs):
                 self._fabric.update(inputs)
@@ -240,6 +248,8 @@ class Registry:
     def _publish(self) -> None:
         self.served = MappingProxyType(dict(self._served))
         self.settings.metrics.switches.set(len(self._served))
+        if self._served_changed is not None:
+            self._served_changed()
 
     def _claim(self, new: Served) -> None:
         dpid = new.conn.dpid
@@ -294,8 +304,9 @@ class Registry:
         self._serve(contest.new)
 
     def _retire(self, served: Served) -> None:
-        self._switches.disconnected(served.ref)
-        served.ref.stop()
+        """A connection another took over from: its actor stops, and publishes no goodbye
+        (the switch is still served, by the new connection's actor)."""
+        self._switches.disconnected(served.ref, gone=False)
         served.conn.close()
 
     def _gone(self, conn: Conn, ref: SwitchRef) -> None:
@@ -311,13 +322,10 @@ class Registry:
         del self._served[dpid]
         self._ports.pop(dpid, None)
         self._publish()
-        self._switches.disconnected(ref)
-        ref.stop()
-        self.settings.metrics.totals.forget(f"{dpid:016x}")
+        # The switch's own actor says goodbye (report, views, metrics, fabric), after all it
+        # published: told here, the goodbye could overtake its last report.
+        self._switches.disconnected(ref, gone=True)
         LOG.info("switch %016x disconnected", dpid)
-        self._fabric_gone(dpid)
-        for observer in self.settings.observers:
-            observer.switch_gone(dpid)
         if contest is not None and contest.old.conn is conn:
             # The probed connection went away before answering: the newcomer serves.
             del self._contests[dpid]

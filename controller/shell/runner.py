@@ -25,6 +25,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from controller.actors.runtime import Runtime
+from controller.mastership.leases import Leases
 from controller.openflow.hub import Hub
 from controller.openflow.settings import ControllerSettings
 from controller.openflow.tls import OfpTls, server_context
@@ -58,6 +59,10 @@ class PolicyFeed(Protocol):
     ) -> None: ...
 
     def stop(self) -> None: ...
+
+    def on_beat(self, hook: Callable[[], object]) -> None: ...
+
+    def wake_beat(self) -> None: ...
 
 
 class _StopRequest:
@@ -96,8 +101,12 @@ def run_controller(
     reload_policy: Callable[[], Policy | None] | None = None,
     redis_link: PolicyFeed | None = None,
     tls: OfpTls | None = None,
+    leases: Leases | None = None,
 ) -> None:
     """Listen for switches until SIGTERM/SIGINT, then stop everything and return.
+
+    With ``leases`` (and a ``redis_link``, whose heartbeat thread renews the lease),
+    several controllers share the switches: each is master of its share.
 
     On SIGHUP, ``reload_policy`` is asked for a new policy (None keeps the
     current one, e.g. when the file no longer validates).  With a
@@ -111,7 +120,10 @@ def run_controller(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     runtime = Runtime(threads=ACTOR_THREADS, name="actor", io_threads=IO_THREADS)
-    app = FlowlaneController(settings, runtime)
+    app = FlowlaneController(settings, runtime, leases if redis_link is not None else None)
+    if app.keeper is not None and redis_link is not None:
+        redis_link.on_beat(app.keeper.round)
+        app.keeper.set_wake(redis_link.wake_beat)
     hub = Hub(app, [(ofp_host, ofp_port)], server_context(tls) if tls else None)
     link_thread: threading.Thread | None = None
     failed = False
@@ -195,6 +207,10 @@ def _shutdown(
         _bounded(redis_link.stop, left(0.7), "stopping the Redis link")
         if link_thread is not None:
             link_thread.join(left())
+    if app.keeper is not None:
+        # After the heartbeat thread stopped (it would renew the lease again): the others
+        # take this instance's switches at their next renewal, not after the lease's TTL.
+        _bounded(app.keeper.resign, left(), "ending the mastership lease")
     alive = [thread.name for thread in threading.enumerate() if _blocks_exit(thread)]
     if alive:
         LOG.warning("threads still running after the stop: %s", ", ".join(alive))

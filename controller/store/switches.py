@@ -153,6 +153,17 @@ return stale
 # ARGV: the controllers to forget.
 _REMOVE_CONTROLLERS = _FORGET + "\nforget(ARGV)\n"
 
+_REMOVE_OWNED = """
+local owner = redis.call('HGET', KEYS[2], ARGV[1])
+if owner and owner ~= ARGV[2] then
+  return 0
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1
+"""
+
 
 class SwitchStore:
     def __init__(
@@ -171,6 +182,7 @@ class SwitchStore:
         self.prune_after_s = prune_after_s
         self._heartbeat = client.register_script(_HEARTBEAT)
         self._remove_controllers = client.register_script(_REMOVE_CONTROLLERS)
+        self._remove_owned = client.register_script(_REMOVE_OWNED)
 
     @property
     def _forget_keys(self) -> list[str]:
@@ -215,7 +227,13 @@ class SwitchStore:
         pipe.execute()
 
     @translate_errors
-    def remove(self, dpid: int) -> None:
+    def remove(self, dpid: int, controller: str | None = None) -> None:
+        """Forget a switch's report; with ``controller``, only if that controller wrote it
+        (several controllers: a slave's connection going away leaves the master's report)."""
+        if controller is not None:
+            keys = [self._switches, self._owners, self._applied]
+            self._remove_owned(keys=keys, args=[f"{dpid:016x}", controller])
+            return
         pipe = self._redis.pipeline(transaction=True)
         pipe.hdel(self._switches, f"{dpid:016x}")
         pipe.hdel(self._applied, f"{dpid:016x}")

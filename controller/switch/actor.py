@@ -28,6 +28,7 @@ from controller.switch.commands import (
     Command,
     FabricInput,
     FlowsObserved,
+    Gone,
     Log,
     Metric,
     QosApply,
@@ -36,10 +37,12 @@ from controller.switch.commands import (
     Reclassified,
     Report,
     Send,
+    SteppedDown,
     Timer,
 )
 from controller.switch.events import (
     UNSTAMPED,
+    Disconnected,
     Event,
     QosDone,
     QosResult,
@@ -99,6 +102,11 @@ class SwitchServices:
     clock: Callable[[], float] = time.monotonic
     """Stamps events that arrive without a time (``events.UNSTAMPED``)."""
     say_once: Callable[[SayOnce], None] = _say
+    stepped_down: Callable[[SteppedDown], None] = lambda _command: None
+    gone: Callable[[int], None] = lambda _dpid: None
+    """The switch left (its actor's last word): the app tells the fabric owner."""
+    """The switch refused this controller as master: mastership re-reads Redis (called on
+    the actor's thread: it must only tell)."""
     """Where ``once`` lines go: the app tells its ``OnceLog`` actor (alone, each is said)."""
 
 
@@ -134,6 +142,8 @@ class SwitchActor:
                 self._carry_out(command)
             except Exception:
                 LOG.exception("switch %s: %r failed", self.tag, type(command).__name__)
+        if isinstance(event, Disconnected) and self._ref is not None:
+            self._ref.stop()  # its last event: nothing it says can follow its goodbye
 
     # ---- commands -------------------------------------------------------------------
 
@@ -157,6 +167,12 @@ class SwitchActor:
             self.services.fabric(command)
         elif isinstance(command, ClassCounts):
             self.services.metrics.totals.set_classes(self.tag, command.totals)
+        elif isinstance(command, SteppedDown):
+            self.services.stepped_down(command)
+        elif isinstance(command, Gone):
+            self._observe("switch_gone", command.dpid)
+            self.services.metrics.totals.forget(self.tag)
+            self.services.gone(command.dpid)
         elif isinstance(command, QueuesObserved):
             self.services.metrics.totals.set_queues(self.tag, command.queues)
             self._observe("queues_observed", self.state.dpid, list(command.queues))

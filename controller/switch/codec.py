@@ -101,6 +101,14 @@ class PortStatus:
 
 
 @dataclass(frozen=True)
+class RoleReply:
+    xid: int
+    role: int
+    """``OFPCR_ROLE_*``."""
+    generation_id: int
+
+
+@dataclass(frozen=True)
 class Other:
     """A message the step has no use for (packet-in, flow-removed, echo...)."""
 
@@ -108,7 +116,13 @@ class Other:
     xid: int
 
 
-Decoded = Part | ErrorReply | BarrierReply | PortStatus | Other
+Decoded = Part | ErrorReply | BarrierReply | PortStatus | RoleReply | Other
+
+_ROLE: Final = struct.Struct("!I4xQ")
+ROLES: Final = {"master": v13.OFPCR_ROLE_MASTER, "slave": v13.OFPCR_ROLE_SLAVE}
+IS_SLAVE: Final = (v13.OFPET_BAD_REQUEST, v13.OFPBRC_IS_SLAVE)
+ROLE_FAILED: Final = v13.OFPET_ROLE_REQUEST_FAILED
+STALE: Final = (v13.OFPET_ROLE_REQUEST_FAILED, v13.OFPRRFC_STALE)
 
 
 def _header(data: bytes) -> tuple[int, int, int, int]:
@@ -150,6 +164,11 @@ def decode(data: bytes) -> Decoded:
         if mp_type == MP_FLOW:
             return Part(xid, mp_type, more, bytes(multipart_body(data)))
         return Part(xid, mp_type, more, tuple(_parse(data).body))
+    if msg_type == v13.OFPT_ROLE_REPLY:
+        if length < HEADER.size + _ROLE.size:
+            raise CodecError("role reply too short")
+        role, generation = _ROLE.unpack_from(data, HEADER.size)
+        return RoleReply(xid, int(role), int(generation))
     if msg_type == v13.OFPT_PORT_STATUS:
         msg = _parse(data)
         return PortStatus(int(msg.reason), port_state(msg.desc))
@@ -204,6 +223,12 @@ COUNT_FLOWS: Final = encode(
 """The counting table's entries (detection)."""
 PORT_STATS: Final = encode(v13_parser.OFPPortStatsRequest(DATAPATH, 0, v13.OFPP_ANY))
 BARRIER: Final = wire.BARRIER
+
+
+def role_request(role: str, generation_id: int) -> bytes:
+    """OFPT_ROLE_REQUEST for ``master`` or ``slave`` with this generation id (xid unset)."""
+    request = v13_parser.OFPRoleRequest(DATAPATH, ROLES[role], generation_id % 2**64)
+    return encode(request)
 
 
 def batch_messages(

@@ -156,8 +156,27 @@ class FabricInput:
     item: SwitchPorts | FlowsSeen | PortRates
 
 
+@dataclass(frozen=True)
+class SteppedDown:
+    """The switch refused this controller as its master: mastership must re-read Redis
+    (and take a new generation if this instance still owns the switch)."""
+
+    dpid: int
+    generation: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Gone:
+    """The switch left: forget its report, views, metrics and place in the fabric. Sent
+    by its own actor, so it comes after everything that actor published."""
+
+    dpid: int
+
+
 Command = (
-    Send
+    Gone
+    | Send
     | Timer
     | QosWork
     | Report
@@ -168,4 +187,5 @@ Command = (
     | Log
     | Metric
     | FabricInput
+    | SteppedDown
 )

@@ -30,7 +30,7 @@ from controller.switch.commands import (
 )
 from controller.switch.events import Tick
 from controller.switch.requests import ask, asked
-from controller.switch.state import Ask, Request, SwitchConfig, SwitchState, want
+from controller.switch.state import Ask, Request, SwitchConfig, SwitchState, may_write, want
 
 VIEW_INTERVAL_S = 1.0
 """The flow view for people is published at most this often."""
@@ -92,8 +92,8 @@ def tick(state: SwitchState, config: SwitchConfig, now: float, out: list[Command
     spec = state.snapshot.policy.detection
     interval = spec.interval if spec is not None else 1.0
     out.append(Timer(interval, Tick("detect", state.epoch, now + interval)))
-    if spec is None or asked(state, Ask.DETECT):
-        return state
+    if spec is None or asked(state, Ask.DETECT) or not may_write(state, config):
+        return state  # a slave's detection acts on nothing: the master's does
     state = detector_for(state)
     return ask(state, Ask.DETECT, codec.COUNT_FLOWS, now, config, out)
 

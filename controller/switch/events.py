@@ -148,6 +148,23 @@ class QosChanged:
 
 @dataclass(frozen=True)
 class Disconnected:
+    """The connection is gone; the actor stops after this event.
+
+    ``gone``: the switch is no longer served here, so what was published about it is
+    forgotten (by this actor, after its last report: one sender, in order). False: a
+    new connection of the same switch took over, and its actor publishes from now on."""
+
+    gone: bool = True
+    now: float = UNSTAMPED
+
+
+@dataclass(frozen=True)
+class RoleChanged:
+    """Mastership's word for this switch: be its master with this generation id (taken,
+    fenced, from the switch's counter in Redis), or its slave (the newest generation)."""
+
+    role: Literal["master", "slave"]
+    generation_id: int
     now: float = UNSTAMPED
 
 
@@ -161,6 +178,6 @@ Event = (
     | QueuesRead
     | QosChanged
     | Disconnected
+    | RoleChanged
 )
-"""Open for more (mastership will add a ``RoleChanged``): ``step`` ignores what it does not
-know."""
+"""Open for more: ``step`` ignores what it does not know."""

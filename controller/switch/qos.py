@@ -26,7 +26,7 @@ from controller.switch.commands import (
 )
 from controller.switch.events import QosResult, QueueReadResult, Tick
 from controller.switch.report import sync_report
-from controller.switch.state import SwitchConfig, SwitchState
+from controller.switch.state import SwitchConfig, SwitchState, may_write
 
 SKIPPED = "QoS skipped (bridge not in the local OVSDB, or OVSDB unreachable)"
 
@@ -35,6 +35,8 @@ def dispatch(state: SwitchState, config: SwitchConfig, out: list[Command]) -> Sw
     """Start the next QoS item if none is out: queues to the plan first, then telemetry."""
     if not config.manage_qos or not state.connected or state.qos_busy:
         return state
+    if not may_write(state, config):
+        return state  # a bridge's queues are its master's to write (and to publish)
     if state.qos_wanted:
         spec = state.snapshot.policy.detection
         count_limit = None

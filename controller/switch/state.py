@@ -13,7 +13,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from controller.classify.detector import Detector
 from controller.flowid import FlowId
@@ -47,6 +47,9 @@ class SwitchConfig:
     """Wait before a failed sync is tried again (with a fresh read)."""
     queue_read_interval_s: float = 1.0
     """How often each port's HTB classes are read for the queue telemetry."""
+    roles: bool = False
+    """Several controllers share the switches (mastership): write only as the master the
+    switch confirmed (ROLE_REPLY).  False: the only controller, writing as today (EQUAL)."""
 
 
 class Ask(enum.Enum):
@@ -59,6 +62,7 @@ class Ask(enum.Enum):
     BARRIER = "barrier"
     DETECT = "detection"
     PORT_STATS = "port counters"
+    ROLE = "role"
 
 
 SYNC_ASKS = frozenset({Ask.PORTS, Ask.FLOWS, Ask.GROUPS, Ask.METERS, Ask.BARRIER})
@@ -139,6 +143,21 @@ class Sync:
 
 
 @dataclass(frozen=True)
+class RoleState:
+    """This controller's role for the switch, as mastership assigned it."""
+
+    name: Literal["master", "slave"]
+    generation: int
+    confirmed: bool = False
+    """The switch answered the role request with this role and generation."""
+    stepped_down: bool = False
+    """The switch refused this controller as master (stale generation, or a write refused
+    as from a slave): it waits for mastership's next word, writing nothing."""
+    xid: int = 0
+    """The request that asked for it: answers to older role requests are ignored."""
+
+
+@dataclass(frozen=True)
 class SwitchState:
     dpid: int
     snapshot: PolicySnapshot
@@ -154,6 +173,10 @@ class SwitchState:
     """Wall-clock minus monotonic time (the flow view's times are for people)."""
     next_xid: int = 1
     pending: Mapping[int, Request] = field(default_factory=dict)
+    role: RoleState | None = None
+    """None: not told yet (with ``SwitchConfig.roles``: nothing is written until it is)."""
+    adopt: bool = False
+    """Became master: the next read's overrides are adopted, as on a first connection."""
     # ---- sync
     ports: tuple[PortState, ...] | None = None
     installed: Installed | None = None
@@ -199,6 +222,15 @@ def initial_state(
 ) -> SwitchState:
     """A switch not connected yet, to be planned with ``snapshot`` and ``fabric``."""
     return SwitchState(dpid=dpid, snapshot=snapshot, fabric=fabric)
+
+
+def may_write(state: SwitchState, config: SwitchConfig) -> bool:
+    """Whether flow, group, meter mods and QoS writes may go out: always for the only
+    controller; with roles, only as the master the switch confirmed."""
+    if not config.roles:
+        return True
+    role = state.role
+    return role is not None and role.name == "master" and role.confirmed
 
 
 def want(

@@ -12,8 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
-from controller.switch import codec, detect, qos, sync
-from controller.switch.commands import Command, Log, Timer
+from controller.switch import codec, detect, qos, roles, sync
+from controller.switch.commands import Command, Gone, Log, Timer
 from controller.switch.events import (
     Connected,
     Disconnected,
@@ -24,10 +24,19 @@ from controller.switch.events import (
     QosDone,
     QueuesRead,
     Received,
+    RoleChanged,
     Tick,
 )
 from controller.switch.requests import without
-from controller.switch.state import SYNC_ASKS, Ask, Request, SwitchConfig, SwitchState, want
+from controller.switch.state import (
+    SYNC_ASKS,
+    Ask,
+    Request,
+    SwitchConfig,
+    SwitchState,
+    may_write,
+    want,
+)
 
 
 def step(
@@ -39,13 +48,19 @@ def step(
         state = _connected(state, event, config, out)
     elif isinstance(event, Disconnected):
         # Requests die with the connection; nothing more is sent.
-        return replace(state, connected=False, pending={}, sync=None, wanted=None, retries=()), []
+        gone: list[Command] = [Gone(state.dpid)] if event.gone else []
+        return (
+            replace(state, connected=False, pending={}, sync=None, wanted=None, retries=()),
+            gone,
+        )
     elif isinstance(event, PolicyChanged):
         state = _policy(state, event, config, out)
     elif isinstance(event, FabricChanged):
         state = replace(state, fabric=event.inputs)
         if state.connected:
             state = sync.start_if_idle(want(state, event.reason), config, event.now, out)
+    elif isinstance(event, RoleChanged):
+        state = roles.changed(state, event, config, out)
     elif not state.connected:
         return state, []
     elif isinstance(event, Received):
@@ -59,7 +74,7 @@ def step(
     elif isinstance(event, QosChanged):
         state = replace(state, qos_wanted=True)
     else:
-        return state, []  # an event of a later issue (e.g. mastership): not ours yet
+        return state, []  # an event of a later issue: not ours yet
     if state.connected:
         # Whatever the event wanted (a sync, QoS work) starts now unless one is out.
         state = sync.start_if_idle(state, config, event.now, out)
@@ -79,7 +94,11 @@ def _connected(
         connected_at=event.wall,
         wall_offset=event.wall - event.now,
         next_xid=state.next_xid,
+        role=replace(state.role, confirmed=False) if state.role is not None else None,
     )
+    if state.role is not None and not state.role.stepped_down:
+        # A new connection is EQUAL at the switch until asked again.
+        state = roles.request(state, config, event.now, out)
     phase = event.audit_phase_s if event.audit_phase_s is not None else config.audit_interval_s
     out.append(Timer(phase, Tick("audit", state.epoch, event.now + phase)))
     if config.manage_qos:
@@ -110,6 +129,7 @@ def _tick(state: SwitchState, event: Tick, config: SwitchConfig, out: list[Comma
     if event.kind == "audit":
         interval = config.audit_interval_s
         out.append(Timer(interval, Tick("audit", state.epoch, now + interval)))
+        state = roles.again_if_unanswered(state, config, now, out)
         return sync.start_if_idle(want(state, "audit", fresh=True), config, now, out)
     if event.kind == "retry":
         return sync.retry(state, config, now, out)
@@ -183,8 +203,21 @@ def _received(
         if state.sync is None or state.sync.applying is None:
             return state
         return sync.barrier_passed(state, config, now, out)
+    if isinstance(message, codec.RoleReply):
+        request = state.pending.get(message.xid)
+        if request is None or request.ask is not Ask.ROLE:
+            return state
+        return roles.replied(without(state, message.xid), message, now, out)
     if isinstance(message, codec.ErrorReply):
         request = state.pending.get(message.xid)
+        if request is not None and request.ask is Ask.ROLE:
+            return roles.refused(without(state, message.xid), message, out)
+        if (
+            (message.type, message.code) == codec.IS_SLAVE
+            and state.role is not None
+            and state.role.name == "master"
+        ):
+            state = roles.step_down(state, "a write was refused: this controller is slave", out)
         if request is not None:
             state = without(state, message.xid)
             return _request_failed(state, request, message.text, config, now, out)
@@ -223,6 +256,8 @@ def _answered(
     out: list[Command],
 ) -> SwitchState:
     if request.ask is Ask.DETECT:
+        if not may_write(state, config):
+            return state  # no longer master since it was asked: the master acts on its own
         bodies = [part for part in parts if isinstance(part, bytes)]
         return detect.polled(state, request, bodies, now, out)
     if request.ask is Ask.PORT_STATS:

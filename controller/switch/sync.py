@@ -41,6 +41,7 @@ from controller.switch.state import (
     SwitchConfig,
     SwitchState,
     Sync,
+    may_write,
     want,
 )
 
@@ -51,6 +52,8 @@ def start_if_idle(
     """Start the wanted sync unless one is in flight (then it waits for that one's end)."""
     if not state.connected or state.sync is not None or state.wanted is None:
         return state
+    if not may_write(state, config):
+        return state  # a slave does not sync: what is wanted waits for mastership
     wanted = state.wanted
     state = replace(state, wanted=None)
     if wanted.ports and state.ports is not None:
@@ -108,6 +111,9 @@ def _planned(
     """Everything read: adopt what was read, plan, and send the difference (if any)."""
     sync = state.sync
     assert sync is not None
+    if not may_write(state, config):
+        # No longer master while reading: drop it; becoming master again reads afresh.
+        return replace(state, sync=None, installed=None)
     snapshot = state.snapshot
     if sync.ports is not None:
         state = replace(state, ports=sync.ports)
@@ -120,8 +126,8 @@ def _planned(
             # Per-class counters for Prometheus, from the audit's own read.
             out.append(ClassCounts(class_counters(snapshot.policy, sync.flows)))
             out.append(Metric("stats_poll_seconds", "observe", now - sync.tables_asked_at))
-        if not state.synced_once:
-            state = detect.adopt(state, flows, now, out)
+        if not state.synced_once or state.adopt:
+            state = detect.adopt(replace(state, adopt=False), flows, now, out)
     installed, ports = state.installed, state.ports
     assert installed is not None and ports is not None
     inputs = SwitchInputs(

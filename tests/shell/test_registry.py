@@ -85,8 +85,8 @@ class RecordingSwitches:
     def qos_changed(self, ref: Any, ports: frozenset[str]) -> None:
         self.calls.append(("qos", ref, ports))
 
-    def disconnected(self, ref: Any) -> None:
-        self.calls.append(("disconnected", ref, None))
+    def disconnected(self, ref: Any, gone: bool) -> None:
+        self.calls.append(("disconnected", ref, gone))
 
     def of(self, ref: FakeRef) -> list[str]:
         return [kind for kind, target, _ in self.calls if target is ref]
@@ -110,7 +110,6 @@ class World:
     switches: RecordingSwitches
     timers: list[tuple[float, RegistryEvent, list[bool]]]
     observer: Observer
-    fabric_gone: list[int]
     policies: list[Any]
 
     def fire(self) -> None:
@@ -130,7 +129,6 @@ def world() -> World:
     settings.observers.append(observer)  # type: ignore[arg-type]
     switches = RecordingSwitches()
     timers: list[tuple[float, RegistryEvent, list[bool]]] = []
-    fabric_gone: list[int] = []
     policies: list[Any] = []
 
     def schedule(delay: float, event: RegistryEvent) -> Callable[[], None]:
@@ -138,8 +136,8 @@ def world() -> World:
         timers.append((delay, event, cancelled))
         return lambda: cancelled.__setitem__(0, True)
 
-    registry = Registry(settings, switches, schedule, fabric_gone.append, policies.append)
-    return World(registry, switches, timers, observer, fabric_gone, policies)
+    registry = Registry(settings, switches, schedule, policies.append)
+    return World(registry, switches, timers, observer, policies)
 
 
 def connect(world: World, dpid: int, address: str) -> tuple[FakeConn, FakeRef]:
@@ -177,8 +175,10 @@ def test_a_switch_that_reconnected_takes_over_when_its_old_connection_is_silent(
     new, new_ref = connect(world, 7, "10.0.0.1:2")
     world.fire()
     assert world.registry.served[7].conn is new
-    assert old.closed and old_ref.stopped and not new.closed
+    assert old.closed and not new.closed
     assert world.switches.of(old_ref) == ["serve", "disconnected"]
+    # No goodbye from the retired actor: the switch is still served, by the new one.
+    assert ("disconnected", old_ref, False) in world.switches.calls
     assert world.switches.of(new_ref) == ["serve"]
     assert world.observer.refused == []
 
@@ -214,7 +214,9 @@ def test_disconnect_forgets_the_switch_and_tells_the_fabric(world: World) -> Non
     conn, ref = connect(world, 7, "a:1")
     world.registry.receive(Gone(conn, ref))
     assert 7 not in world.registry.served
-    assert ref.stopped and world.fabric_gone == [7] and world.observer.gone == [7]
+    # The goodbye is the switch actor's (after its last report), not the registry's.
+    assert world.switches.calls[-1] == ("disconnected", ref, True)
+    assert not ref.stopped and world.observer.gone == []
 
 
 def test_policy_and_jobs_reach_every_served_switch_as_one_pair(world: World) -> None:

@@ -44,7 +44,6 @@ def registry(policy: Policy, version: int) -> Registry:
         settings,
         RecordingSwitches(),
         schedule=lambda _delay, _event: lambda: None,
-        fabric_gone=lambda _dpid: None,
         fabric_policy=lambda _policy: None,
     )
 

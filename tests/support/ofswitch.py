@@ -330,6 +330,8 @@ class ModRecord(NamedTuple):
     xid: int
     error: tuple[int, int] | None
     """(type, code) of the error it was answered with; None when applied."""
+    conn: int = 0
+    """The connection (controller) it came on."""
 
 
 class PacketOutRecord(NamedTuple):
@@ -468,7 +470,8 @@ class OfSwitch:
             self._add_port(port)
         local = PortSpec(v13.OFPP_LOCAL, bridge_name or f"br{dpid:x}", curr_speed_kbps=0)
         self._local = _Port(local)
-        self.role = v13.OFPCR_ROLE_EQUAL
+        self.roles: dict[int, int] = {}
+        """Role of each connection (controller) that asked for one; others are EQUAL."""
         self.generation_id: int | None = None
         self.mods_received: list[ModRecord] = []
         self.packet_outs: list[PacketOutRecord] = []
@@ -480,12 +483,18 @@ class OfSwitch:
 
     # ---- the wire ----
 
-    def receive(self, data: bytes) -> list[bytes]:
+    @property
+    def role(self) -> int:
+        """The role of connection 0 (the only one of most tests)."""
+        return int(self.roles.get(0, v13.OFPCR_ROLE_EQUAL))
+
+    def receive(self, data: bytes, conn: int = 0) -> list[bytes]:
         """Apply one or several concatenated messages in order; the encoded answers, in order
-        (none while ``hold`` is on: they wait for ``release``)."""
+        (none while ``hold`` is on: they wait for ``release``).  ``conn`` names the
+        connection they came on: roles are per connection, as in Open vSwitch."""
         replies: list[bytes] = []
         for raw in split_messages(bytes(data)):
-            replies.extend(self._one(raw, record=True))
+            replies.extend(self._one(raw, record=True, conn=conn))
         if self._holding:
             self._held.extend(replies)
             return []
@@ -707,7 +716,7 @@ class OfSwitch:
             (mp_type,) = struct.unpack_from("!H", raw, 8)
         return Message(msg_type, xid, raw, mp_type)
 
-    def _one(self, raw: bytes, record: bool) -> list[bytes]:
+    def _one(self, raw: bytes, record: bool, conn: int = 0) -> list[bytes]:
         message = self._summary_message(raw)
         self.messages_received.append(message)
         error: tuple[int, int] | None = None
@@ -718,20 +727,20 @@ class OfSwitch:
                 raise OpenFlowError(v13.OFPET_BAD_REQUEST, v13.OFPBRC_BAD_VERSION)
             if rejected is not None:
                 raise OpenFlowError(*rejected, "rejected by the test")
-            if self.role == v13.OFPCR_ROLE_SLAVE and message.type in (
+            if self.roles.get(conn) == v13.OFPCR_ROLE_SLAVE and message.type in (
                 v13.OFPT_FLOW_MOD,
                 v13.OFPT_GROUP_MOD,
                 v13.OFPT_METER_MOD,
                 v13.OFPT_PACKET_OUT,
             ):
                 raise OpenFlowError(v13.OFPET_BAD_REQUEST, v13.OFPBRC_IS_SLAVE)
-            replies = self._apply(raw, message)
+            replies = self._apply(raw, message, conn)
         except OpenFlowError as exc:
             error = (exc.error_type, exc.code)
             replies = [self._error(message, exc.error_type, exc.code)]
         if record and message.type in _MOD_KINDS:
             self.mods_received.append(
-                ModRecord(_MOD_KINDS[message.type], _mod_summary(raw), message.xid, error)
+                ModRecord(_MOD_KINDS[message.type], _mod_summary(raw), message.xid, error, conn)
             )
         return replies
 
@@ -746,7 +755,7 @@ class OfSwitch:
         body = struct.pack("!HH", error_type, code) + message.data[:ERROR_DATA_BYTES]
         return _message(v13.OFPT_ERROR, message.xid, body)
 
-    def _apply(self, raw: bytes, message: Message) -> list[bytes]:
+    def _apply(self, raw: bytes, message: Message, conn: int = 0) -> list[bytes]:
         kind, xid = message.type, message.xid
         if kind == v13.OFPT_FLOW_MOD:
             self._flow_mod(raw)
@@ -771,7 +780,7 @@ class OfSwitch:
         elif kind == v13.OFPT_PACKET_OUT:
             self._packet_out(raw, xid)
         elif kind == v13.OFPT_ROLE_REQUEST:
-            return [self._role(raw, xid)]
+            return [self._role(raw, xid, conn)]
         elif kind == v13.OFPT_MULTIPART_REQUEST:
             return self._multipart(raw, xid)
         else:
@@ -933,7 +942,7 @@ class OfSwitch:
             offset += action.len
         self.packet_outs.append(PacketOutRecord(xid, in_port, tuple(outputs), raw[end:]))
 
-    def _role(self, raw: bytes, xid: int) -> bytes:
+    def _role(self, raw: bytes, xid: int, conn: int = 0) -> bytes:
         role, generation = struct.unpack_from(v13.OFP_ROLE_REQUEST_PACK_STR, raw, 8)
         if role not in (
             v13.OFPCR_ROLE_NOCHANGE,
@@ -949,10 +958,16 @@ class OfSwitch:
                 if distance >= 1 << 63:
                     raise OpenFlowError(v13.OFPET_ROLE_REQUEST_FAILED, v13.OFPRRFC_STALE)
             self.generation_id = generation
+        if role == v13.OFPCR_ROLE_MASTER:
+            # One master: the previous one becomes a slave (OpenFlow 1.3, 6.3.5).
+            for other, held in self.roles.items():
+                if other != conn and held == v13.OFPCR_ROLE_MASTER:
+                    self.roles[other] = v13.OFPCR_ROLE_SLAVE
         if role != v13.OFPCR_ROLE_NOCHANGE:
-            self.role = role
+            self.roles[conn] = role
         reply_generation = 0xFFFFFFFFFFFFFFFF if self.generation_id is None else self.generation_id
-        body = struct.pack(v13.OFP_ROLE_REQUEST_PACK_STR, self.role, reply_generation)
+        current = self.roles.get(conn, v13.OFPCR_ROLE_EQUAL)
+        body = struct.pack(v13.OFP_ROLE_REQUEST_PACK_STR, current, reply_generation)
         return _message(v13.OFPT_ROLE_REPLY, xid, body)
 
     # ---- multipart ----

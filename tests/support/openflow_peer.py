@@ -1,9 +1,9 @@
 """A scripted OpenFlow 1.3 switch, for controller tests that need no Open vSwitch.
 
 It answers the handshake (HELLO, FEATURES with the datapath id it claims), echoes, every
-multipart request (an empty reply of the asked type: a switch with an empty flow table) and
-barriers, so the controller takes it for a switch that accepts every flow mod.  It reads
-until the controller hangs up, which is what the tests wait for.
+multipart request (an empty reply of the asked type: a switch with an empty flow table),
+role requests (granted) and barriers, so the controller takes it for a switch that accepts
+every flow mod.  It reads until the controller hangs up, which is what the tests wait for.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import threading
 HEADER = struct.Struct("!BBHI")
 HELLO, ECHO_REQUEST, ECHO_REPLY, FEATURES_REQUEST, FEATURES_REPLY = 0, 2, 3, 5, 6
 MULTIPART_REQUEST, MULTIPART_REPLY, BARRIER_REQUEST, BARRIER_REPLY = 18, 19, 20, 21
+ROLE_REQUEST, ROLE_REPLY = 24, 25
 
 
 class ScriptedSwitch:
@@ -62,6 +63,8 @@ class ScriptedSwitch:
                         self._reply(MULTIPART_REPLY, xid, message[8:10] + b"\0" * 6)
                     elif kind == BARRIER_REQUEST:
                         self._reply(BARRIER_REPLY, xid)
+                    elif kind == ROLE_REQUEST:  # granted, whatever the generation
+                        self._reply(ROLE_REPLY, xid, message[8:24])
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

@@ -85,8 +85,11 @@ class StepHarness:
         config: SwitchConfig = NO_QOS,
         dpid: int = DPID,
         switch: OfSwitch | None = None,
+        conn: int = 0,
     ) -> None:
         self.switch = switch or OfSwitch(dpid, switch_ports or ports(1, 2))
+        self.conn = conn
+        """The connection it is to the switch (several controllers: one each)."""
         self.config = config
         self.state: SwitchState = initial_state(dpid, snapshot)
         self.now = 0.0
@@ -110,7 +113,7 @@ class StepHarness:
         for command in commands:
             if isinstance(command, Send):
                 self.sent.append(command.data)
-                self.inbox.extend(self.switch.receive(command.data))
+                self.inbox.extend(self.switch.receive(command.data, self.conn))
             elif isinstance(command, Timer):
                 due = self.now + command.delay_s
                 heapq.heappush(self.timers, (due, next(self._seq), command.event))
@@ -226,9 +229,15 @@ class Recorder:
 
     def __init__(self) -> None:
         self.reports: list[SyncReport] = []
+        self.said: list[str] = []
+        """``synced`` and ``gone``, in the order the actor said them."""
 
     def switch_synced(self, report: SyncReport) -> None:
         self.reports.append(report)
+        self.said.append("synced")
+
+    def switch_gone(self, dpid: int) -> None:
+        self.said.append("gone")
 
     def __getattr__(self, name: str) -> Any:
         return lambda *args: None
@@ -247,6 +256,7 @@ class ActorHarness:
         self.link = SimLink(switch or OfSwitch(dpid, ports(1, 2)))
         self.recorder = Recorder()
         self.told: list[FabricInput] = []
+        self.gone: list[int] = []
         self.metrics = ControllerMetrics()
         services = SwitchServices(
             self.runtime,
@@ -256,6 +266,7 @@ class ActorHarness:
             cast(Ovsdb, ovsdb),
             self.told.append,
             self.runtime.now,
+            gone=self.gone.append,
         )
         self.actor, self.ref = spawn_switch(
             f"switch-{dpid:016x}", self.link, initial_state(dpid, snapshot), services

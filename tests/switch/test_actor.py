@@ -210,3 +210,27 @@ def test_many_switch_actors_on_the_threaded_runtime_all_reach_their_plan() -> No
     wanted = len(switches[0].flows())
     assert wanted > 0 and all(len(s.flows()) == wanted for s in switches)
     assert threads <= 2 + 1 + 2  # pool, timer, blocking: not one per switch
+
+
+def test_the_goodbye_follows_the_last_report_and_ends_the_actor() -> None:
+    harness = ActorHarness(ONE)
+    harness.ref.tell(Connected(wall=1000.0))
+    harness.runtime.settle()
+    assert harness.recorder.said == ["synced"]
+    harness.ref.tell(PolicyChanged(TWO))  # its report is still to come when the switch goes
+    harness.ref.tell(Disconnected())
+    harness.ref.tell(PolicyChanged(ONE))  # after the goodbye: never handled
+    harness.runtime.settle()
+    assert harness.recorder.said[-1] == "gone" and harness.gone == [DPID]
+    assert harness.actor.state.snapshot is TWO
+
+
+def test_a_connection_taken_over_ends_its_actor_without_a_goodbye() -> None:
+    harness = ActorHarness(ONE)
+    harness.ref.tell(Connected(wall=1000.0))
+    harness.runtime.settle()
+    harness.ref.tell(Disconnected(gone=False))
+    harness.ref.tell(PolicyChanged(TWO))
+    harness.runtime.settle()
+    assert "gone" not in harness.recorder.said and harness.gone == []
+    assert harness.actor.state.snapshot is ONE

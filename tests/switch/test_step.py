@@ -10,7 +10,7 @@ from os_ken.ofproto import ofproto_v1_3 as v13
 
 from controller.openflow.framing import header
 from controller.switch import codec
-from controller.switch.commands import Command, FabricInput, Log, Metric, Send, Timer
+from controller.switch.commands import Command, FabricInput, Gone, Log, Metric, Send, Timer
 from controller.switch.events import (
     Connected,
     Disconnected,
@@ -200,7 +200,7 @@ def test_port_status_is_logged_and_adopted_at_the_next_sync() -> None:
 
 def test_ticks_of_an_earlier_connection_are_ignored() -> None:
     state, _ = connect()
-    state, _ = step(state, Disconnected(0.5), CONFIG)
+    state, _ = step(state, Disconnected(now=0.5), CONFIG)
     state, _ = connect(state)
     assert state.epoch == 2
     before = state
@@ -218,9 +218,15 @@ def test_nothing_but_storing_inputs_while_disconnected() -> None:
 
 def test_a_disconnect_drops_every_request() -> None:
     state, _ = connect()
-    state, commands = step(state, Disconnected(0.5), CONFIG)
-    assert commands == [] and not state.pending and state.sync is None
+    state, commands = step(state, Disconnected(now=0.5), CONFIG)
+    assert commands == [Gone(DPID)] and not state.pending and state.sync is None
     assert not state.connected
+
+
+def test_a_connection_taken_over_says_no_goodbye() -> None:
+    state, _ = connect()
+    state, commands = step(state, Disconnected(gone=False, now=0.5), CONFIG)
+    assert commands == [] and not state.connected
 
 
 def test_xids_never_wrap_inside_a_batch_and_are_never_zero() -> None:

@@ -1,0 +1,97 @@
+"""One renewal's reading of Redis, turned into what this instance does (pure).
+
+For each switch this instance is connected to: take it (a new generation, fenced by
+the lease), keep mastering it with the generation it holds, hand it over (release
+the owner record, so the instance it is assigned to can take it), or be its slave
+with the switch's newest generation (a slave's role request must not be stale either).
+
+A switch assigned elsewhere whose owner is still live is not taken from it: that
+owner releases it at its own next renewal, and only then does the new one take it.
+So a rebalance never has two instances writing; only a dead owner's (expired
+lease) switches are taken at once, and then the switch itself fences the old
+master through the generation id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Set
+from dataclasses import dataclass, field
+from typing import Literal
+
+from controller.mastership.assign import assign
+
+RoleName = Literal["master", "slave"]
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The owner record of a switch: who took it last, with which generation."""
+
+    instance: str
+    generation: int
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What a renewal read from Redis, in one script (one moment)."""
+
+    instances: Mapping[str, frozenset[int]]
+    """Live instances (lease current) -> the switches each is connected to."""
+    owners: Mapping[int, Owner] = field(default_factory=dict)
+    generations: Mapping[int, int] = field(default_factory=dict)
+    """The generation counter of each switch this instance is connected to (0: never taken)."""
+
+
+@dataclass(frozen=True)
+class Role:
+    """What a switch actor is told: be master with this generation, or slave."""
+
+    name: RoleName
+    generation: int
+
+
+@dataclass(frozen=True)
+class Decision:
+    take: frozenset[int]
+    """Switches to take (a fenced new generation); a refused take makes the switch a slave."""
+    release: frozenset[int]
+    """Owner records of this instance to delete (the switch is assigned elsewhere)."""
+    roles: Mapping[int, Role]
+    """The role of every other connected switch."""
+    assignment: Mapping[int, str]
+
+
+def decide(me: str, reading: Reading, fresh: Set[int] = frozenset()) -> Decision:
+    """What ``me`` does after ``reading``.
+
+    ``fresh``: switches this instance owns but must take again with a new generation
+    (its lease was lost and re-registered, or a switch refused its role or a write).
+    """
+    instances = dict(reading.instances)
+    connected = instances.get(me, frozenset())
+    current = {dpid: owner.instance for dpid, owner in reading.owners.items()}
+    assignment = assign(instances, current)
+    take: set[int] = set()
+    release: set[int] = set()
+    roles: dict[int, Role] = {}
+    for dpid in sorted(connected):
+        owner = reading.owners.get(dpid)
+        slave = Role("slave", reading.generations.get(dpid, 0))
+        if assignment.get(dpid) == me:
+            if owner is None or owner.instance not in instances:
+                take.add(dpid)
+            elif owner.instance == me:
+                if dpid in fresh:
+                    take.add(dpid)
+                else:
+                    roles[dpid] = Role("master", owner.generation)
+            else:
+                roles[dpid] = slave  # its live owner hands it over at its next renewal
+        else:
+            roles[dpid] = slave
+            if owner is not None and owner.instance == me:
+                release.add(dpid)
+    for dpid, owner in reading.owners.items():
+        if owner.instance == me and dpid not in connected:
+            release.add(dpid)
+    return Decision(frozenset(take), frozenset(release), roles, assignment)
