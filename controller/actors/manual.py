@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from controller.actors.pool import job
 from controller.actors.runtime import Actor, ActorStats, Cancel, Ref, RuntimeStats
 
 LOG = logging.getLogger("flowlane.actors")
@@ -166,18 +167,10 @@ class ManualRuntime:
         if self._stopped:
             return
 
-        def run() -> None:
-            result: T | BaseException
-            try:
-                result = work()
-            except BaseException as exc:
-                result = exc
-            try:
-                done(result)
-            except Exception as exc:
-                self._failed(Failure(None, result, exc))
+        def failed(result: object, error: Exception) -> None:
+            self._failed(Failure(None, result, error))
 
-        self._work.append(_Work(key, run))
+        self._work.append(_Work(key, job(work, done, failed)))
 
     def stop(self, timeout_s: float = 1.0) -> None:
         """Stop every actor; drop queued events, timers and blocking work."""

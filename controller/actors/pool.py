@@ -24,7 +24,19 @@ _Job = Callable[[], None]
 _Item = tuple[str | None, _Job]
 
 
-def _job(work: Callable[[], T], done: Callable[[T | BaseException], None]) -> _Job:
+def _log_failed_done(_result: object, _error: Exception) -> None:
+    LOG.exception("blocking work: done callback failed")
+
+
+def job(
+    work: Callable[[], T],
+    done: Callable[[T | BaseException], None],
+    done_failed: Callable[[T | BaseException, Exception], None] = _log_failed_done,
+) -> _Job:
+    """``work``, then ``done`` with its result or the exception it raised, as one call (the
+    pool's threads and ``ManualRuntime.complete_blocking`` run the same thing); a failing
+    ``done`` goes to ``done_failed``, called while it is being handled (logged by default)."""
+
     def run() -> None:
         result: T | BaseException
         try:
@@ -33,8 +45,8 @@ def _job(work: Callable[[], T], done: Callable[[T | BaseException], None]) -> _J
             result = exc
         try:
             done(result)
-        except Exception:
-            LOG.exception("blocking work: done callback failed")
+        except Exception as exc:
+            done_failed(result, exc)
 
     return run
 
@@ -67,7 +79,7 @@ class BlockingPool:
         key: str | None = None,
     ) -> bool:
         """Queue ``work``; False (and nothing runs) once the pool is stopping."""
-        job = _job(work, done)
+        queued = job(work, done)
         with self._lock:
             if self._stopping:
                 return False
@@ -75,10 +87,10 @@ class BlockingPool:
             if key is not None:
                 later = self._waiting.get(key)
                 if later is not None:
-                    later.append(job)
+                    later.append(queued)
                     return True
                 self._waiting[key] = deque()
-        self._ready.put((key, job))
+        self._ready.put((key, queued))
         return True
 
     def pending(self) -> int:
@@ -102,8 +114,8 @@ class BlockingPool:
             with self._lock:
                 if self._stopping:
                     return
-            key, job = item
-            job()
+            key, run = item
+            run()
             self._finished(key)
 
     def _finished(self, key: str | None) -> None:

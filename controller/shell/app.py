@@ -249,14 +249,10 @@ class FlowlaneController:
 
     def _switch_learned(self, learned: switch_commands.FabricInput) -> None:
         """What a switch actor read that the fabric owner and the registry want."""
-        item = learned.item
-        if isinstance(item, switch_commands.SwitchPorts):
-            self._fabric.tell(fabric.SwitchPorts(item.dpid, tuple(item.ports)))
-            self._registry.tell(PortsKnown(item.dpid, tuple(item.ports)))
-        elif isinstance(item, switch_commands.FlowsSeen):
-            self._fabric.tell(fabric.FlowsSeen(item.dpid, tuple(item.flows)))
-        else:
-            self._fabric.tell(fabric.PortRates(item.dpid, item.tx_bps))
+        item = learned.item  # already the fabric's own event
+        self._fabric.tell(item)
+        if isinstance(item, fabric.SwitchPorts):
+            self._registry.tell(PortsKnown(item.dpid, item.ports))
 
     def _fabric_published(
         self, changed: frozenset[int], inputs: Mapping[int, FabricInputs]

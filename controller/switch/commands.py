@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from controller.classify.records import ObservedFlow, Reclassification
+from controller.openflow.fabric_events import FlowsSeen, PortRates, SwitchPorts
 from controller.openflow.observer import SyncReport
-from controller.pipeline.plan import PortState
 from controller.qos.ovsdb import Bridge
 from controller.qos.plan import PortQos
 from controller.qos.telemetry import QueueStats
@@ -126,32 +126,9 @@ class Metric:
 
 
 @dataclass(frozen=True)
-class SwitchPorts:
-    """The switch's ports as read (fabric discovery learns edge ports here)."""
-
-    dpid: int
-    ports: tuple[PortState, ...]
-
-
-@dataclass(frozen=True)
-class FlowsSeen:
-    """The counted flows with their rates, every detection poll (placement reads them)."""
-
-    dpid: int
-    flows: tuple[ObservedFlow, ...]
-
-
-@dataclass(frozen=True)
-class PortRates:
-    """Transmit rate of every port since the last poll, bit/s (link utilisation)."""
-
-    dpid: int
-    tx_bps: Mapping[int, float]
-
-
-@dataclass(frozen=True)
 class FabricInput:
-    """Something the fabric owner learns from this switch."""
+    """Something the fabric owner learns from this switch: the fabric's own event, told to
+    it as it is (unstamped: the owner dates it when it handles it)."""
 
     item: SwitchPorts | FlowsSeen | PortRates
 

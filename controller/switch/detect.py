@@ -14,6 +14,7 @@ from controller.classify.reclassify import (
     observed_flows,
     split_samples,
 )
+from controller.openflow.fabric_events import FlowsSeen, PortRates
 from controller.openflow.flowstats import FlowStatsError, decode_count_replies
 from controller.pipeline.flows import FlowEntry, InstalledFlow
 from controller.switch import codec
@@ -21,10 +22,8 @@ from controller.switch.commands import (
     Command,
     FabricInput,
     FlowsObserved,
-    FlowsSeen,
     Log,
     Metric,
-    PortRates,
     Reclassified,
     Timer,
 )

@@ -12,6 +12,7 @@ import logging
 import traceback
 from dataclasses import replace
 
+from controller.openflow.fabric_events import SwitchPorts
 from controller.openflow.framing import with_xid
 from controller.openflow.stats import class_counters
 from controller.pipeline.diff import diff_flows
@@ -27,7 +28,6 @@ from controller.switch.commands import (
     Metric,
     Report,
     Send,
-    SwitchPorts,
     Timer,
 )
 from controller.switch.events import Tick

@@ -6,34 +6,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 
 from controller.actors import ActorSystem, Ref, Runtime
-
-WAIT_S = 5.0
-"""Upper bound for waiting on an event that should come quickly (a failure, not a delay)."""
-
-
-class Recorder:
-    """Records what it receives; ``wait_for(n)`` blocks until n events arrived."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.threads: set[str] = set()
-        self._cond = threading.Condition()
-
-    def receive(self, event: Any) -> None:
-        with self._cond:
-            self.events.append(event)
-            self.threads.add(threading.current_thread().name)
-            self._cond.notify_all()
-
-    def wait_for(self, n: int) -> list[Any]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: len(self.events) >= n, WAIT_S), self.events
-            return list(self.events)
+from tests.actors.recorder import WAIT_S, Recorder
 
 
 def threads_named(prefix: str) -> list[threading.Thread]:

@@ -10,31 +10,12 @@ from __future__ import annotations
 import random
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from controller.actors import Runtime
 from controller.actors.timers import Timers
-
-WAIT_S = 5.0
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.threads: set[str] = set()
-        self._cond = threading.Condition()
-
-    def receive(self, event: Any) -> None:
-        with self._cond:
-            self.events.append(event)
-            self._cond.notify_all()
-
-    def wait_until(self, event: Any) -> list[Any]:
-        with self._cond:
-            assert self._cond.wait_for(lambda: event in self.events, WAIT_S), self.events
-            return list(self.events)
+from tests.actors.recorder import Recorder
 
 
 class Clock:

@@ -506,40 +506,40 @@ def listening(host: Any, port: int) -> bool:
     return f":{port} " in host.cmd("ss -ltn")
 
 
+def iperf3_flows(
+    fabric: Fabric,
+    flows: list[tuple[str, str]],
+    seconds: int,
+    started: list[subprocess.Popen[str]],
+    *extra: str,
+) -> list[subprocess.Popen[str]]:
+    """One-shot iperf3 servers on each (client, server) pair's server, then, once they all
+    listen, a client on each client for ``seconds`` (with ``extra`` options): the clients,
+    everything also in ``started`` to be stopped."""
+    for _, server in flows:
+        started.append(
+            harness.host_popen(fabric.host(server), ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)])
+        )
+    for _, server in flows:
+        harness.wait_for(
+            f"iperf3 to listen on {server}",
+            partial(listening, fabric.host(server), IPERF_PORT),
+            10,
+        )
+    clients: list[subprocess.Popen[str]] = []
+    for client, server in flows:
+        args = ["iperf3", "-c", fabric.ip(server), "-p", str(IPERF_PORT), "-t", str(seconds)]
+        clients.append(harness.host_popen(fabric.host(client), [*args, *extra]))
+        started.append(clients[-1])
+    return clients
+
+
 def test_placement_spreads_colliding_flows_over_both_spines(fabric: Fabric) -> None:
     seconds = 9
     with checked(fabric), processes() as started:
         fabric.ready()
         flows = [("h1", "h3"), ("h2", "h4")]
-        for _, server in flows:
-            started.append(
-                harness.host_popen(
-                    fabric.host(server), ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]
-                )
-            )
-        for _, server in flows:
-            harness.wait_for(
-                f"iperf3 to listen on {server}",
-                partial(listening, fabric.host(server), IPERF_PORT),
-                10,
-            )
-        clients = [
-            harness.host_popen(
-                fabric.host(client),
-                [
-                    "iperf3",
-                    "-c",
-                    fabric.ip(server),
-                    "-p",
-                    str(IPERF_PORT),
-                    "-t",
-                    str(seconds),
-                    "-J",
-                ],
-            )
-            for client, server in flows
-        ]
-        started.extend(clients)
+        clients = iperf3_flows(fabric, flows, seconds, started, "-J")
         both = set(uplinks(LEAF1).values())
         harness.wait_for(
             f"the two flows pinned on {LEAF1}'s two uplinks",
@@ -577,33 +577,7 @@ def test_a_jobs_flows_are_placed_and_shown_with_their_paths(fabric: Fabric) -> N
         reply = httpx.post(f"{api}/v1/jobs", json=job, timeout=5, headers=auth)
         assert reply.status_code == 201, reply.text
         try:
-            for _, server in flows:
-                started.append(
-                    harness.host_popen(
-                        fabric.host(server), ["iperf3", "-s", "-1", "-p", str(IPERF_PORT)]
-                    )
-                )
-            for _, server in flows:
-                harness.wait_for(
-                    f"iperf3 to listen on {server}",
-                    partial(listening, fabric.host(server), IPERF_PORT),
-                    10,
-                )
-            for client, server in flows:
-                started.append(
-                    harness.host_popen(
-                        fabric.host(client),
-                        [
-                            "iperf3",
-                            "-c",
-                            fabric.ip(server),
-                            "-p",
-                            str(IPERF_PORT),
-                            "-t",
-                            str(seconds),
-                        ],
-                    )
-                )
+            iperf3_flows(fabric, flows, seconds, started)
             seen: dict[str, Any] = {}
 
             def placed() -> bool:

@@ -306,17 +306,23 @@ def with_hosts(fabric: Fabric) -> Fabric:
     return fabric
 
 
-def two_spines(fabric: Fabric) -> Fabric:
-    """Leaves 11 and 12 under spines 1 and 2 (leaf port ``s`` faces spine ``s``): two paths;
-    hosts A and B known."""
-    for spine in (SPINE, SPINE_2):
+def spines(fabric: Fabric, count: int) -> Fabric:
+    """Leaves 11 and 12 under spines 1 to ``count`` (leaf port ``s`` faces spine ``s``):
+    ``count`` paths; hosts A and B known."""
+    numbers = range(1, count + 1)
+    for spine in numbers:
         fabric.ports(spine, [port(spine, LEAF_A - 10), port(spine, LEAF_B - 10)])
     for leaf in (LEAF_A, LEAF_B):
-        fabric.ports(leaf, [port(leaf, n) for n in (SPINE, SPINE_2, *HOST_PORTS)])
-        for spine in (SPINE, SPINE_2):
+        fabric.ports(leaf, [port(leaf, n) for n in (*numbers, *HOST_PORTS)])
+        for spine in numbers:
             cable(fabric, PortRef(leaf, spine), PortRef(spine, leaf - 10))
     fabric.clock.now += SETTLE
     return with_hosts(fabric)
+
+
+def two_spines(fabric: Fabric) -> Fabric:
+    """Spines ``SPINE`` and ``SPINE_2`` (1 and 2): two paths."""
+    return spines(fabric, 2)
 
 
 def observed(flow: FlowId, rate_bps: float, traffic_class: str = "training") -> ObservedFlow:

@@ -52,9 +52,9 @@ from tests.openflow.fabric_harness import (
     policy,
     port,
     spine_ports,
+    spines,
     two_spines,
     uplink,
-    with_hosts,
 )
 
 T0 = 1000.0
@@ -302,27 +302,13 @@ def test_a_policy_change_among_placement_rounds_is_never_lost(steps: list[str]) 
 SPINES = (1, 2, 3)
 
 
-def three_spines(fabric: Fabric) -> Fabric:
-    """Leaves 11 and 12 under spines 1, 2 and 3 (leaf port ``s`` faces spine ``s``)."""
-    for spine in SPINES:
-        fabric.ports(spine, [port(spine, LEAF_A - 10), port(spine, LEAF_B - 10)])
-    for leaf in (LEAF_A, LEAF_B):
-        fabric.ports(leaf, [port(leaf, n) for n in (*SPINES, 5, 6)])
-        for spine in SPINES:
-            a, b = PortRef(leaf, spine), PortRef(spine, leaf - 10)
-            fabric.packet_in(b.dpid, b.port, lldp_frame(a))
-            fabric.packet_in(a.dpid, a.port, lldp_frame(b))
-    fabric.clock.now += SETTLE
-    return with_hosts(fabric)
-
-
 def _spine_of(fabric: Fabric) -> int:
     path = fabric.inputs(LEAF_A).pinned[DATA]
     return path[1][0]
 
 
 def test_a_link_down_reroutes_the_pins_over_it_and_then_releases_them(fabric: Fabric) -> None:
-    three_spines(fabric)
+    spines(fabric, len(SPINES))
     fabric.flows(LEAF_A, [observed(DATA, 9e6)])
     fabric.place()
     first = _spine_of(fabric)
@@ -362,7 +348,7 @@ def test_a_link_down_reroutes_the_pins_over_it_and_then_releases_them(fabric: Fa
 
 def test_an_lldp_timeout_under_a_pin_reroutes_it(fabric: Fabric) -> None:
     """The other way a link dies: LLDP stops (a cable cut the switch did not notice)."""
-    three_spines(fabric)
+    spines(fabric, len(SPINES))
     fabric.flows(LEAF_A, [observed(DATA, 9e6)])
     fabric.place()
     first = _spine_of(fabric)
@@ -373,9 +359,7 @@ def test_an_lldp_timeout_under_a_pin_reroutes_it(fabric: Fabric) -> None:
             for spine in SPINES:
                 if (leaf, spine) == (LEAF_A, first):
                     continue
-                a, b = PortRef(leaf, spine), PortRef(spine, leaf - 10)
-                fabric.packet_in(b.dpid, b.port, lldp_frame(a))
-                fabric.packet_in(a.dpid, a.port, lldp_frame(b))
+                cable(fabric, PortRef(leaf, spine), PortRef(spine, leaf - 10))
         fabric.discover()
     fabric.place()
     [moved] = fabric.placement_events()

@@ -17,7 +17,6 @@ from collections import Counter
 import pytest
 
 from controller.classify.records import ObservedFlow
-from controller.fabric.model import PortRef
 from controller.fabric.placement import LINK_DOWN, REGROUPED
 from controller.fabric.snapshot import REROUTE
 from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_UDP, FlowId
@@ -28,12 +27,10 @@ from tests.openflow.fabric_harness import (
     IP_B,
     LEAF_A,
     LEAF_B,
-    SETTLE,
     Fabric,
-    lldp_frame,
     new_fabric,
     port,
-    with_hosts,
+    spines,
 )
 
 MBIT = 1_000_000
@@ -62,21 +59,6 @@ B_HOT = udp(IP_B, IP_A, 42000)
 def seen(flow: FlowId, rate_bps: float, job_name: str) -> ObservedFlow:
     """A flow the classifier put in a job: its job entry counted it (``why``)."""
     return ObservedFlow(flow, "training", f"job:{job_name}", 10**9, rate_bps, 0.0, 0.0)
-
-
-def spines(fabric: Fabric, count: int) -> Fabric:
-    """Leaves 11 and 12 under spines 1..count (leaf port ``s`` faces spine ``s``)."""
-    numbers = range(1, count + 1)
-    for spine in numbers:
-        fabric.ports(spine, [port(spine, LEAF_A - 10), port(spine, LEAF_B - 10)])
-    for leaf in (LEAF_A, LEAF_B):
-        fabric.ports(leaf, [port(leaf, n) for n in (*numbers, 5, 6)])
-        for spine in numbers:
-            a, b = PortRef(leaf, spine), PortRef(spine, leaf - 10)
-            fabric.packet_in(b.dpid, b.port, lldp_frame(a))
-            fabric.packet_in(a.dpid, a.port, lldp_frame(b))
-    fabric.clock.now += SETTLE
-    return with_hosts(fabric)
 
 
 def traffic(fabric: Fabric, count: int) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from controller.fabric.model import Host, Link, Path, PortRef, Topology
+from controller.fabric.model import Path, Topology
 from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.pipeline import tables
 from controller.pipeline.desired import DesiredState, FabricInputs, desired_state
@@ -40,27 +40,7 @@ from controller.pipeline.planner import plan_switch
 from controller.policy.jobs import JobSpec
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
-
-SPINES = (1, 2)
-LEAVES = (11, 12)
-"""Leaf ``10 + i`` port ``s`` faces spine ``s``; spine port ``i`` faces leaf ``10 + i``.
-Hosts sit on leaf port 5."""
-
-HOST_PORT = 5
-
-DOCUMENT: dict[str, Any] = {
-    "classes": {
-        "inference": {"priority": 0, "dscp": 46, "min_rate": "20%"},
-        "training": {"priority": 1, "dscp": 26, "min_rate": "70%"},
-        "best-effort": {"priority": 2, "dscp": 0, "min_rate": "10%"},
-    },
-    "default_class": "inference",
-    "rules": [
-        {"name": "rocev2", "match": {"ip_proto": "udp", "udp_dst": 4791}, "class": "training"},
-        {"name": "ssh", "match": {"tcp_dst": 22}, "class": "best-effort"},
-    ],
-    "detection": {"interval": "500ms", "elephant": {"bytes": "10MiB", "class": "training"}},
-}
+from tests.support.leaf_spine import DOCUMENT, HOST_PORT, leaf_spine
 
 ELEPHANT = FlowId(ETH_TYPE_IPV4, IP_PROTO_TCP, 0x0A00000B, 0x0A00000C, 40_000, 5201)
 
@@ -81,18 +61,6 @@ def job() -> JobSpec:
             "endpoints": [{"ipv4": "10.0.0.11"}, {"ipv4": "10.0.0.12", "ports": 29500}],
         }
     )
-
-
-def leaf_spine() -> Topology:
-    topology = Topology()
-    for dpid in (*SPINES, *LEAVES):
-        topology = topology.with_switch(dpid)
-    for leaf in LEAVES:
-        for spine in SPINES:
-            up = Link(PortRef(leaf, spine), PortRef(spine, leaf - 10))
-            topology = topology.with_link(up).with_link(up.reversed())
-        topology = topology.with_host(Host(0x020000000000 + leaf, PortRef(leaf, HOST_PORT), leaf))
-    return topology
 
 
 def pinned() -> dict[FlowId, Path]:

@@ -1,9 +1,9 @@
 """The REST API served by uvicorn in a thread, on a free port, for clients outside Python.
 
-The tests of ``deploy/slurm`` call it with curl from shell scripts, so it must be a real
-server; a thread starts faster than a ``flowlane api`` process and needs no readiness poll:
-the socket is listening before the thread starts, and a client's connection waits in the
-backlog until uvicorn accepts it.
+The tests of ``deploy/slurm`` call it with curl from shell scripts and the CLI's tests
+with the CLI, so it must be a real server; a thread starts faster than a ``flowlane api``
+process and needs no readiness poll: the socket is listening before the thread starts, and
+a client's connection waits in the backlog until uvicorn accepts it.
 """
 
 from __future__ import annotations

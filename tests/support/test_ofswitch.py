@@ -17,7 +17,6 @@ import pytest
 from os_ken.ofproto import ofproto_v1_3 as v13
 from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
-from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.flowid import ETH_TYPE_IPV4, IP_PROTO_TCP, FlowId
 from controller.openflow import messages, wire
 from controller.openflow.flowstats import decode_count_replies, multipart_body
@@ -42,23 +41,10 @@ from controller.pipeline.groups import Bucket, GroupEntry, GroupType, MeterEntry
 from controller.pipeline.simulate import run_packet
 from controller.policy.load import parse_policy
 from controller.switch.codec import OFPP_MAX, port_state
+from tests.support.leaf_spine import DOCUMENT, HOST_PORT, leaf_spine
 from tests.support.ofswitch import OfSwitch, PortSpec, split_messages
 
 DP = CodecDatapath(11)
-HOST_PORT = 5
-DOCUMENT: dict[str, Any] = {
-    "classes": {
-        "inference": {"priority": 0, "dscp": 46, "min_rate": "20%"},
-        "training": {"priority": 1, "dscp": 26, "min_rate": "70%"},
-        "best-effort": {"priority": 2, "dscp": 0, "min_rate": "10%"},
-    },
-    "default_class": "inference",
-    "rules": [
-        {"name": "rocev2", "match": {"ip_proto": "udp", "udp_dst": 4791}, "class": "training"},
-        {"name": "ssh", "match": {"tcp_dst": 22}, "class": "best-effort"},
-    ],
-    "detection": {"interval": "500ms", "elephant": {"bytes": "10MiB", "class": "training"}},
-}
 
 
 class Sender:
@@ -72,18 +58,6 @@ class Sender:
         self.last = next(self._xids)
         data = message if isinstance(message, bytes) else encode(message)
         return with_xid(data, self.last)
-
-
-def leaf_spine() -> Topology:
-    topology = Topology()
-    for dpid in (1, 2, 11, 12):
-        topology = topology.with_switch(dpid)
-    for leaf in (11, 12):
-        for spine in (1, 2):
-            up = Link(PortRef(leaf, spine), PortRef(spine, leaf - 10))
-            topology = topology.with_link(up).with_link(up.reversed())
-        topology = topology.with_host(Host(0x020000000000 + leaf, PortRef(leaf, HOST_PORT), leaf))
-    return topology
 
 
 def fabric_plan() -> DesiredState:

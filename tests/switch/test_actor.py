@@ -12,10 +12,11 @@ import pytest
 from controller.actors.manual import ManualRuntime
 from controller.actors.runtime import Runtime
 from controller.metrics import ControllerMetrics
+from controller.openflow.fabric_events import SwitchPorts
 from controller.openflow.observer import SyncReport
 from controller.qos.ovsdb import Bridge, OvsdbError
 from controller.switch.actor import OnceLog, SwitchActor, SwitchServices, spawn_switch
-from controller.switch.commands import Log, SwitchPorts
+from controller.switch.commands import Log
 from controller.switch.events import (
     Connected,
     Disconnected,

@@ -11,6 +11,7 @@ from os_ken.ofproto import ofproto_v1_3_parser as v13_parser
 
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.openflow import wire
+from controller.openflow.fabric_events import PortRates, SwitchPorts
 from controller.openflow.observer import SyncReport
 from controller.openflow.osken_internals import DATAPATH, encode
 from controller.pipeline import tables
@@ -19,11 +20,9 @@ from controller.pipeline.planner import LEARNED_COOKIE
 from controller.switch.commands import (
     FabricInput,
     FlowsObserved,
-    PortRates,
     Reclassified,
     Report,
     Send,
-    SwitchPorts,
 )
 from controller.switch.events import (
     Disconnected,
