@@ -55,6 +55,14 @@ class ControllerMetrics:
             ["dpid"],
             registry=self.registry,
         )
+        self.switch_master = Gauge(
+            "flowlane_switch_master",
+            "1 while this controller's lease makes it master of the connected switch, 0 while"
+            " it is slave of it; no series for a switch it is not connected to (only with"
+            " Redis: several controllers share the switches)",
+            ["dpid"],
+            registry=self.registry,
+        )
         self.sync_failures = Counter(
             "flowlane_switch_sync_failures_total",
             "Syncs that did not complete (timeouts, switch errors)",

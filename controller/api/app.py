@@ -25,6 +25,7 @@ from controller.api.limits import BodyLimitMiddleware, FailureLimiter
 from controller.api.metrics import ApiMetrics, MetricsMiddleware, StoreCollector
 from controller.api.openapi import install_openapi
 from controller.api.routes import (
+    controllers,
     events,
     fabric,
     flows,
@@ -145,6 +146,7 @@ def create_app(settings: ApiSettings) -> FastAPI:
     app.include_router(health.router)
     app.include_router(policy.build_router(settings))
     app.include_router(switches.router)
+    app.include_router(controllers.router)
     app.include_router(jobs.router)
     app.include_router(flows.router)
     app.include_router(fabric.router)

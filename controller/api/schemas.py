@@ -341,3 +341,43 @@ class SwitchQueuesOut(BaseModel):
     dpid: str
     updated_at: float = Field(description="Unix time of the latest reading")
     queues: list[QueueStats]
+
+
+class TakeoverOut(BaseModel):
+    """An instance took a switch whose owner record named another instance (a dead one)."""
+
+    dpid: str = Field(description="16 hex digits")
+    at: float = Field(description="Unix time of the take")
+    previous: str = Field(description="The instance whose lease had expired")
+    generation: int = Field(description="The generation id it took")
+
+
+class MasteredOut(BaseModel):
+    dpid: str = Field(description="16 hex digits")
+    generation: int = Field(description="Its ROLE_REQUEST MASTER generation id")
+    since: float | None = Field(description="Unix time this instance took it")
+    taken_from: str | None = Field(
+        description="The dead instance it took the switch from; null: a free switch (new, or"
+        " handed over by a live instance)"
+    )
+
+
+class ControllerOut(BaseModel):
+    id: str = Field(description="Its `--instance-id`")
+    alive: bool = Field(description="Its lease is current")
+    registered_at: float | None = Field(description="Unix time its current lease began")
+    lease_age_s: float | None = Field(description="Seconds since its last renewal")
+    lease_expires_in_s: float | None = Field(description="Seconds left unless renewed")
+    heartbeat_age_s: float | None = Field(description="Seconds since its last heartbeat")
+    connected: list[str] = Field(description="Switches connected to it, at its last renewal")
+    masters: list[MasteredOut] = Field(
+        description="Switches whose owner record names it (a dead instance's wait for a taker)"
+    )
+    last_takeover: TakeoverOut | None = Field(description="Its newest takeover of a switch")
+
+
+class ControllersOut(BaseModel):
+    controllers: list[ControllerOut] = Field(description="By id, dead ones included")
+    unmastered: list[str] = Field(
+        description="Switches connected to a live instance that no live instance masters"
+    )

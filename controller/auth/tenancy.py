@@ -102,7 +102,15 @@ class Scope:
 UNSCOPED = Scope()
 
 SHARED_EVENTS: Final = frozenset(
-    {"policy", "link", "queue-drops", "switch-refused", "store-regression", "store-recovered"}
+    {
+        "policy",
+        "link",
+        "queue-drops",
+        "switch-refused",
+        "store-regression",
+        "store-recovered",
+        "mastership",
+    }
 )
 """Kinds about the shared fabric and its policy, which every viewer reads: no job, endpoint
 or flow of a tenant is in them."""

@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "controller": ("controller.cli.controller", "controller"),
     "api": ("controller.cli.api", "api"),
     "switches": ("controller.cli.remote", "switches"),
+    "controllers": ("controller.cli.controllers", "controllers"),
     "flows": ("controller.cli.flows", "flows"),
     "events": ("controller.cli.flows", "events"),
     "topology": ("controller.cli.fabric", "topology"),

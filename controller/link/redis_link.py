@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -30,6 +30,7 @@ import redis
 
 from controller.fabric.snapshot import FabricEvent, FabricSnapshot
 from controller.link.outbox import Outbox
+from controller.mastership.changes import EVENT_KIND, Change
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
 from controller.pipeline.flows import FlowKey
@@ -553,6 +554,14 @@ class RedisLink:
             }
             self._outbox.append(
                 "queue-drops event", partial(self.events.append, "queue-drops", data)
+            )
+
+    def mastership_changed(self, changes: Sequence[Change]) -> None:
+        """One ``mastership`` event per change (took, released, stepped down), in order;
+        held while Redis is down."""
+        for change in changes:
+            self._outbox.append(
+                "mastership event", partial(self.events.append, EVENT_KIND, change.data())
             )
 
     def switch_refused(self, dpid: int, address: str, reason: str) -> None:

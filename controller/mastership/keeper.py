@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import logging
 import queue
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable, Mapping, Sequence, Set
+from typing import Protocol
 
+from controller.mastership.changes import Change
 from controller.mastership.decide import Decision, Role, decide
 from controller.mastership.leases import Leases
 from controller.store.errors import StoreUnavailableError
@@ -24,6 +26,14 @@ from controller.store.errors import StoreUnavailableError
 LOG = logging.getLogger("flowlane.controller")
 
 Publish = Callable[[Mapping[int, Role]], None]
+
+
+class KeeperObserver(Protocol):
+    """Told on the thread running ``round`` (``controller.mastership.changes``)."""
+
+    def changed(self, changes: Sequence[Change]) -> None: ...
+
+    def published(self, roles: Mapping[int, Role]) -> None: ...
 
 
 class LeaseKeeper:
@@ -47,6 +57,11 @@ class LeaseKeeper:
         self._conflict = False
         self.roles: Mapping[int, Role] = {}
         """The roles last published (read by tests and logs)."""
+        self._observers: list[KeeperObserver] = []
+        self._changes: list[Change] = []
+        self._down_told: set[int] = set()
+        """Refused switches whose step-down is told already, until a round succeeds."""
+        """What the round under way did, told to the observers at its end."""
 
     @property
     def instance_id(self) -> str:
@@ -61,6 +76,11 @@ class LeaseKeeper:
     def wake(self) -> None:
         self._wake()
 
+    def watch(self, observer: KeeperObserver) -> None:
+        """Tell ``observer`` what each round did and the roles it published (events,
+        metrics); before the first round."""
+        self._observers.append(observer)
+
     def set_wake(self, wake: Callable[[], None]) -> None:
         """What makes the thread running ``round`` run one now (the Redis link's beat)."""
         self._wake = wake
@@ -70,6 +90,15 @@ class LeaseKeeper:
         fresh: set[int] = set()
         while not self._refused.empty():
             fresh.add(self._refused.get_nowait())
+        for dpid in sorted(fresh - self._down_told):
+            told = self.roles.get(dpid)
+            if told is not None and told.name == "master":
+                self._down_told.add(dpid)  # once, though Redis may fail this round
+                self._changes.append(
+                    Change(
+                        "stepped-down", dpid, self.instance_id, told.generation, reason="refused"
+                    )
+                )
         try:
             roles = self._round(frozenset(self._connected()), fresh)
         except StoreUnavailableError as exc:
@@ -78,13 +107,40 @@ class LeaseKeeper:
             if self._reachable:
                 LOG.warning("mastership: %s; switches keep their roles meanwhile", exc)
             self._reachable = False
+            self._tell_observers(None)  # what was done before Redis failed is still news
             return None
         if not self._reachable:
             LOG.info("mastership: Redis answers again")
         self._reachable = True
+        self._lost(roles)
+        self._down_told.clear()
         self.roles = roles
         self._publish(roles)
+        self._tell_observers(roles)
         return roles
+
+    def _lost(self, roles: Mapping[int, Role]) -> None:
+        """Switches still connected that this round made slave without a hand-over: the
+        lease was lost (paused past its TTL) or another process holds this instance id."""
+        told = {c.dpid for c in self._changes if c.op == "released"} | self._down_told
+        for dpid, before in sorted(self.roles.items()):
+            now = roles.get(dpid)
+            lost = before.name == "master" and now is not None and now.name != "master"
+            if lost and dpid not in told:
+                reason = "conflict" if self._conflict else "lease lost"
+                self._changes.append(
+                    Change("stepped-down", dpid, self.instance_id, before.generation, reason=reason)
+                )
+
+    def _tell_observers(self, roles: Mapping[int, Role] | None) -> None:
+        changes, self._changes = self._changes, []
+        for observer in self._observers:
+            try:
+                observer.changed(changes)
+                if roles is not None:
+                    observer.published(roles)
+            except Exception:
+                LOG.exception("mastership: observer %r failed", observer)
 
     def _round(self, connected: frozenset[int], fresh: set[int]) -> dict[int, Role]:
         leases = self.leases
@@ -121,13 +177,21 @@ class LeaseKeeper:
             self._registered = True
         decision = decide(me, reading, fresh)
         for dpid in sorted(decision.release):
-            leases.release(dpid)
+            if leases.release(dpid):
+                owner = reading.owners.get(dpid)
+                generation = owner.generation if owner is not None else 0
+                self._changes.append(
+                    Change("released", dpid, me, generation, other=decision.assignment.get(dpid))
+                )
             LOG.info("mastership: switch %016x handed over to %s", dpid, _to(decision, dpid))
         roles = dict(decision.roles)
         for dpid in sorted(decision.take):
             taken = leases.take(dpid)
             if taken.generation is not None:
                 roles[dpid] = Role("master", taken.generation)
+                self._changes.append(
+                    Change("took", dpid, me, taken.generation, other=taken.previous)
+                )
                 LOG.info(
                     "mastership: instance %s takes switch %016x (generation %d)",
                     me,

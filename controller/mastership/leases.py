@@ -9,7 +9,11 @@ Keys (``{prefix}:mastership:…``):
   process with the same ``--instance-id`` never renews another's lease;
 - ``generation:{dpid}``: the switch's generation counter (``INCR``), never deleted,
   so generation ids increase across the whole history of the switch;
-- ``owners``: a hash dpid -> ``{"instance", "generation", "at"}``, who took it last.
+- ``owners``: a hash dpid -> ``{"instance", "generation", "at"}``, who took it last;
+- ``takeovers:{id}``: a hash dpid -> ``{"at", "from", "generation"}``, the last time
+  instance ``id`` took the switch from another instance's owner record (a dead
+  owner's: a live one is never robbed), for ``GET /v1/controllers``; it expires
+  ``TAKEOVERS_TTL_S`` after its last write, so ids that never return leave nothing.
 
 Every operation is one Lua script, so a take is fenced: the counter moves only if
 the taker's lease is current (same token) and the switch's owner is none, the
@@ -36,6 +40,9 @@ from controller.store.client import translate_errors
 LEASE_TTL_S = 3.0
 """A lease not renewed for this long has expired: its instance's switches are taken."""
 
+TAKEOVERS_TTL_S = 7 * 24 * 3600
+"""How long an instance's takeover records outlive its last takeover."""
+
 RenewStatus = Literal["renewed", "registered", "conflict"]
 
 _RENEW = """
@@ -49,6 +56,9 @@ elseif held ~= ARGV[3] then
 end
 if status ~= 'conflict' then
   redis.call('HSET', lease, 'token', ARGV[3], 'switches', ARGV[4], 'since', ARGV[6])
+  if status == 'registered' then
+    redis.call('HSET', lease, 'registered', ARGV[6])
+  end
   redis.call('PEXPIRE', lease, ARGV[5])
   redis.call('SADD', ARGV[1] .. 'instances', ARGV[2])
 end
@@ -76,16 +86,23 @@ if held ~= ARGV[3] then
   return {'fenced', ''}
 end
 local record = redis.call('HGET', ARGV[1] .. 'owners', ARGV[4])
+local previous = ''
 if record then
-  local owner = cjson.decode(record)['instance']
-  if owner ~= ARGV[2] and redis.call('EXISTS', ARGV[1] .. 'lease:' .. owner) == 1 then
-    return {'held', owner}
+  previous = cjson.decode(record)['instance']
+  if previous ~= ARGV[2] and redis.call('EXISTS', ARGV[1] .. 'lease:' .. previous) == 1 then
+    return {'held', previous}
   end
 end
 local generation = redis.call('INCR', ARGV[1] .. 'generation:' .. ARGV[4])
 redis.call('HSET', ARGV[1] .. 'owners', ARGV[4],
   cjson.encode({instance = ARGV[2], generation = generation, at = tonumber(ARGV[5])}))
-return {'taken', tostring(generation)}
+if previous ~= '' and previous ~= ARGV[2] then
+  local takeovers = ARGV[1] .. 'takeovers:' .. ARGV[2]
+  redis.call('HSET', takeovers, ARGV[4],
+    cjson.encode({at = tonumber(ARGV[5]), from = previous, generation = generation}))
+  redis.call('EXPIRE', takeovers, ARGV[6])
+end
+return {'taken', tostring(generation), previous}
 """
 
 _RELEASE = """
@@ -127,6 +144,9 @@ class Taken:
     generation: int | None
     """The new generation id; None: refused (``why``)."""
     why: str = ""
+    previous: str | None = None
+    """Taken: the instance whose owner record it replaced (a dead one's, or this one's
+    own when taken again); None: the switch had no owner record."""
 
 
 def _dpid(field: str) -> int:
@@ -187,10 +207,18 @@ class Leases:
     def take(self, dpid: int) -> Taken:
         """A new generation id for ``dpid``, if this lease is current and no live instance
         owns the switch."""
-        args = [self._prefix, self.instance_id, self.token, f"{dpid:016x}", f"{time.time():.3f}"]
-        outcome, detail = self._take(args=args)
+        args: list[str | int] = [
+            self._prefix,
+            self.instance_id,
+            self.token,
+            f"{dpid:016x}",
+            f"{time.time():.3f}",
+            TAKEOVERS_TTL_S,
+        ]
+        outcome, detail, *rest = self._take(args=args)
         if outcome == "taken":
-            return Taken(int(detail))
+            previous = str(rest[0]) if rest and rest[0] else None
+            return Taken(int(detail), previous=previous)
         if outcome == "held":
             return Taken(None, f"instance {detail} masters it")
         return Taken(None, "this instance's lease is not current")

@@ -20,11 +20,12 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Protocol
 
 from controller.actors.runtime import Runtime
+from controller.mastership.changes import Change, MastershipReport
 from controller.mastership.leases import Leases
 from controller.openflow.hub import Hub
 from controller.openflow.settings import ControllerSettings
@@ -63,6 +64,8 @@ class PolicyFeed(Protocol):
     def on_beat(self, hook: Callable[[], object]) -> None: ...
 
     def wake_beat(self) -> None: ...
+
+    def mastership_changed(self, changes: Sequence[Change]) -> None: ...
 
 
 class _StopRequest:
@@ -122,6 +125,9 @@ def run_controller(
     runtime = Runtime(threads=ACTOR_THREADS, name="actor", io_threads=IO_THREADS)
     app = FlowlaneController(settings, runtime, leases if redis_link is not None else None)
     if app.keeper is not None and redis_link is not None:
+        app.keeper.watch(
+            MastershipReport(redis_link.mastership_changed, settings.metrics.switch_master)
+        )
         redis_link.on_beat(app.keeper.round)
         app.keeper.set_wake(redis_link.wake_beat)
     hub = Hub(app, [(ofp_host, ofp_port)], server_context(tls) if tls else None)

@@ -43,6 +43,7 @@ def test_every_route_is_documented(openapi: dict[str, Any]) -> None:
         "/v1/policy/rollback": ["post"],
         "/v1/switches": ["get"],
         "/v1/switches/{dpid}/queues": ["get"],
+        "/v1/controllers": ["get"],
         "/v1/jobs": ["get", "post"],
         "/v1/jobs/{name}": ["delete", "get"],
         "/v1/flows": ["get"],

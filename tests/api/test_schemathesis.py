@@ -143,11 +143,11 @@ def _known_class(case: schemathesis.Case) -> None:
 
 
 def test_every_operation_is_fuzzed() -> None:
-    assert len({(method, path) for method, path, _ in CASES}) == 22
+    assert len({(method, path) for method, path, _ in CASES}) == 23
     # Input: PUT, plan, history, rollback; POST /v1/jobs, GET and DELETE /v1/jobs/{name},
     # /v1/flows, /v1/events, /v1/paths, POST /v1/tokens, DELETE /v1/tokens/{name},
     # /v1/audit, /v1/switches/{dpid}/queues. Nothing else takes any.
-    assert len(CASES) == 22 + 14
+    assert len(CASES) == 23 + 14
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,7 @@ AGNOSTIC = {
     "/v1/policy/history": "versions, authors and comments of the policy",
     "/v1/switches": "ports, queue settings and a flow count of each switch: shared hardware",
     "/v1/switches/{dpid}/queues": "per-class queue counters of a port: shared hardware",
+    "/v1/controllers": "controller instances and the switches each masters: shared control",
     "/metrics": "request counts by route template and status",
     "/v1/tokens": "admin only, and a tenant's token is never admin",
     "/v1/audit": "admin only, and a tenant's token is never admin",
@@ -412,6 +413,7 @@ def test_every_kind_the_code_writes_is_classified() -> None:
     from controller.fabric.snapshot import FABRIC_EVENT_KINDS
 
     written = {"policy", "job", "reclassified", "queue-drops", "switch-refused"}
+    written |= {"mastership"}
     written |= {"store-regression", "store-recovered", *FABRIC_EVENT_KINDS}
     classified = SHARED_EVENTS | FLOW_EVENTS | {"job", "host"}
     assert written <= classified

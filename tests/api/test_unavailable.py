@@ -33,6 +33,7 @@ ROUTES: list[tuple[str, str, dict[str, Any]]] = [
     ("POST", "/v1/policy/rollback", {"json": {"version": 1}}),
     ("GET", "/v1/switches", {}),
     ("GET", "/v1/switches/0x2a/queues", {}),
+    ("GET", "/v1/controllers", {}),
     ("GET", "/v1/jobs", {}),
     ("POST", "/v1/jobs", {"json": JOB}),
     ("GET", "/v1/jobs/allreduce", {}),

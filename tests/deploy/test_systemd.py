@@ -83,3 +83,62 @@ def test_every_setting_a_unit_uses_is_in_its_environment_file() -> None:
         defined = set(re.findall(r"^(FLOWLANE_\w+)=", (SYSTEMD / env).read_text(), re.M))
         assert used - {"FLOWLANE_TOKEN_FILE"} <= defined, (unit, used - defined)
         assert "FLOWLANE_REDIS_URL" in defined
+
+
+TEMPLATE = "flowlane-controller@.service"
+
+
+@pytest.fixture
+def instance(tmp_path: Path) -> Path:
+    """Instance ``a`` of the template, as shipped but running this checkout's flowlane, with
+    the shipped controller.env and the example instance file as its controller-a.env."""
+    flowlane = Path(sys.executable).with_name("flowlane")
+    text = (SYSTEMD / TEMPLATE).read_text().replace(INSTALLED, str(flowlane))
+    text = text.replace("/etc/flowlane/controller.env", str(SYSTEMD / "controller.env"))
+    text = text.replace("/etc/flowlane/controller-%i.env", f"{tmp_path}/controller-%i.env")
+    (tmp_path / TEMPLATE).write_text(text)
+    (tmp_path / "controller-a.env").write_text((SYSTEMD / "controller-instance.env").read_text())
+    return tmp_path / "flowlane-controller@a.service"
+
+
+def test_the_instance_template_verifies_without_a_warning(instance: Path) -> None:
+    done = subprocess.run(
+        [analyze(), "verify", str(instance)], capture_output=True, text=True, check=False
+    )
+    ours = [
+        line for line in (done.stdout + done.stderr).splitlines() if "flowlane-controller@" in line
+    ]
+    assert done.returncode == 0 and ours == [], done.stdout + done.stderr
+
+
+def test_the_instance_template_is_as_hardened_as_the_unit(instance: Path) -> None:
+    done = subprocess.run(
+        [analyze(), "security", "--offline=yes", str(instance)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    match = re.search(r"Overall exposure level for \S+: ([0-9.]+)", done.stdout + done.stderr)
+    assert match is not None, done.stdout + done.stderr
+    assert float(match[1]) <= 3.0
+
+
+def test_an_instance_is_named_and_given_its_ports_by_its_own_file() -> None:
+    """The instance name is its --instance-id (its lease, heartbeat and events say it); its
+    file comes after controller.env, so its ports win; the rest is the single unit's."""
+    text = (SYSTEMD / TEMPLATE).read_text()
+    assert "--instance-id %i " in text
+    files = re.findall(r"^EnvironmentFile=(\S+)$", text, re.M)
+    assert files == ["/etc/flowlane/controller.env", "/etc/flowlane/controller-%i.env"]
+    used = set(re.findall(r"\$\{?(FLOWLANE_\w+)\}?", text))
+    shared = set(re.findall(r"^(FLOWLANE_\w+)=", (SYSTEMD / "controller.env").read_text(), re.M))
+    own = set(
+        re.findall(r"^(FLOWLANE_\w+)=", (SYSTEMD / "controller-instance.env").read_text(), re.M)
+    )
+    assert used <= shared | own
+    assert own == {"FLOWLANE_OFP_PORT", "FLOWLANE_METRICS_PORT"}
+    single = (SYSTEMD / "flowlane-controller.service").read_text()
+    hardening = re.findall(r"^(?:[A-Z]\w+)=.*$", single.split("[Service]")[1], re.M)
+    for line in hardening:
+        if not line.startswith(("ExecStart=", "EnvironmentFile=")):
+            assert line in text, f"the template lacks the unit's {line!r}"
