@@ -140,6 +140,13 @@ def run_controller(
             LOG.error("cannot listen for OpenFlow on %s:%d: %s", ofp_host, ofp_port, exc)
             failed = True
             return
+        # Said at once: a switch may connect, and be in sync, before the rest has started.
+        LOG.info(
+            "listening for OpenFlow 1.3 switches on %s:%d%s",
+            ofp_host,
+            ofp_port,
+            f" (mutual TLS, switches certified by {tls.ca})" if tls else "",
+        )
         app.start()
         # Everything loaded so far (os-ken's parser, pydantic's schemas) lives as long as
         # the process: out of the collector's sight, a full collection no longer walks it.
@@ -157,12 +164,6 @@ def run_controller(
             link_thread.start()
         if reload_policy is not None:
             signal.signal(signal.SIGHUP, _reloader(reload_policy, app))
-        LOG.info(
-            "listening for OpenFlow 1.3 switches on %s:%d%s",
-            ofp_host,
-            ofp_port,
-            f" (mutual TLS, switches certified by {tls.ca})" if tls else "",
-        )
         while stop.signum is None:
             if not hub.running:
                 LOG.error("the OpenFlow listener on %s:%d stopped; exiting", ofp_host, ofp_port)

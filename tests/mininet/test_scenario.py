@@ -281,7 +281,9 @@ def test_collide_runs_under_ecmp_and_flowlane(tmp_path: Path, run_mark: str) -> 
     short = tmp_path / "collide.yaml"
     short.write_text(yaml.safe_dump(document | {"references": ["idle"]}, sort_keys=False))
     out = tmp_path / "collide"
-    _, path = scenario.run(str(short), modes=list(FABRIC_MODES), duration_s=4.0, out=out)
+    # 6 s: placement takes a detection poll and a round (about 1-2 s) to separate the
+    # flows, which in a 4 s window left a starved flow's share to chance on a busy machine.
+    _, path = scenario.run(str(short), modes=list(FABRIC_MODES), duration_s=6.0, out=out)
     report = fabric_report("collide", path)
     assert report.optimum_bps == pytest.approx(80e6, rel=1e-6)
     for mode in report.modes:
