@@ -142,9 +142,9 @@ def test_no_acknowledged_write_is_lost_when_the_primary_dies(sentinels: Sentinel
                 x.done for x in writer.answers if x.sent >= killed and (x.acked or x.not_replicated)
             )
 
-            # The old primary back, empty: the Sentinels make it the new primary's replica.
+            # The old primary back as the new primary's replica (see ``start_primary``).
             restarted = time.monotonic()
-            sentinels.start_primary()
+            sentinels.start_primary(replica_of=sentinels.ports[1])
             writer.wait(
                 "5 writes acknowledged after the old primary came back",
                 lambda a: sum(x.acked and x.sent >= restarted for x in a) >= 5,

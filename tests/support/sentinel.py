@@ -185,11 +185,13 @@ class SentinelSet:
             sentinel.wait_for(rf"\+slave slave 127\.0\.0\.1:{replica}")
             sentinel.wait_for(r"\+sentinel sentinel ", count=2)
 
-    def start_primary(self) -> Node:
-        """The primary, or the old primary back on its port (empty: the Sentinels make it a
-        replica of the new one)."""
+    def start_primary(self, replica_of: int | None = None) -> Node:
+        """The primary, or the old primary back on its port as a replica of ``replica_of``
+        (as an operator brings a failed primary back: started empty as a primary, it would
+        answer reads with nothing until the Sentinels demote it)."""
         port = self.primary_port
-        node = self._node("primary", port, _data_args(port))
+        follow = [] if replica_of is None else ["--replicaof", "127.0.0.1", str(replica_of)]
+        node = self._node("primary", port, [*_data_args(port), *follow])
         node.wait_for("Ready to accept connections")
         return node
 
