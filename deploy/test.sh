@@ -32,11 +32,28 @@ if (($#)); then
   exit $?
 fi
 
+# Each tier's output is kept so that the end of the run repeats what failed: CI shows the
+# last lines only, and a fast-tier failure would otherwise scroll away behind the slow tier.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+tier() {
+  local name=$1
+  shift
+  run_pytest "$@" 2>&1 | tee "$logs/$name.log"
+  return "${PIPESTATUS[0]}"
+}
+
 start=$SECONDS
-run_pytest -m fast -n 4 --dist worksteal
+tier fast -m fast -n 4 --dist worksteal
 fast=$?
 echo "test: fast tier exit $fast after $((SECONDS - start)) s"
-run_pytest -m "not fast"
+tier slow -m "not fast"
 slow=$?
 echo "test: ovs/mininet tier exit $slow; whole suite $((SECONDS - start)) s"
+for name in fast slow; do
+  if grep -q "short test summary info" "$logs/$name.log"; then
+    echo "test: what failed in the $name tier:"
+    sed -n '/short test summary info/,$p' "$logs/$name.log"
+  fi
+done
 ((fast == 0 && slow == 0))
