@@ -56,6 +56,7 @@ import httpx
 import redis
 import typer
 from rich.markup import escape
+from rich.text import Text
 
 from controller.api.settings import MAX_BODY_BYTES
 from controller.auth.files import (
@@ -861,7 +862,6 @@ def up(
             pids = ", ".join(
                 f"{child.name} {child.process.pid}" for child in stack.children if child.process
             )
-            out.print("[bold green]flowlane is up[/]", highlight=False)
             lines = [
                 ("REST API", f"{api}  (docs: {api}/docs)"),
                 ("OpenFlow", f"{'ssl' if switch_tls else 'tcp'}:{ofp_host}:{ofp_port}"),
@@ -874,11 +874,15 @@ def up(
                 *([("PATH", path_hint)] if path_hint else []),
                 ("pids", pids),
             ]
+            # One print, so that whoever waits for "flowlane is up" (a script, a test
+            # reading the log) finds the banner with it, never the title alone.
             out.print(
-                "".join(f"  {name:<12} {text}\n" for name, text in lines)
-                + "A child that dies is started again. Ctrl-C stops everything.",
+                Text("flowlane is up\n", style="bold green")
+                + Text(  # paths and URLs as they are: no markup, no highlighting
+                    "".join(f"  {name:<12} {text}\n" for name, text in lines)
+                    + "A child that dies is started again. Ctrl-C stops everything."
+                ),
                 highlight=False,
-                markup=False,  # paths and URLs are printed as they are
                 soft_wrap=True,  # one line each, whatever the width: the lines are pasted
             )
             stack.supervise()
