@@ -33,7 +33,7 @@ from controller.link.outbox import Outbox
 from controller.mastership.changes import EVENT_KIND, Change
 from controller.metrics import ControllerMetrics
 from controller.openflow.observer import ObservedFlow, Reclassification, SyncReport
-from controller.pipeline.flows import FlowKey
+from controller.pipeline.flows import FlowEntry, FlowKey
 from controller.policy.errors import PolicyError
 from controller.policy.jobs import JobSpec, stored_jobs
 from controller.policy.load import parse_policy
@@ -92,11 +92,28 @@ def switch_report(report: SyncReport, controller: str) -> SwitchReport:
             )
             for port in report.ports
         ),
-        flows=tuple(_reported_flow(flow.key, flow.cookie) for flow in report.flows),
+        flows=_reported_flows(report.flows),
         groups=tuple(GroupRecord.of(group) for group in report.groups),
         meters=report.meters,
         inputs=None if report.inputs is None else InputsRecord.of(report.inputs),
     )
+
+
+_REPORTED: dict[int, tuple[tuple[FlowEntry, ...], tuple[ReportedFlow, ...]]] = {}
+
+
+def _reported_flows(flows: tuple[FlowEntry, ...]) -> tuple[ReportedFlow, ...]:
+    """``_reported_flow`` of each entry, kept for the last few plans by identity: switches
+    alike confirm one plan (one tuple of entries), and a hundred of them report after every
+    change; the same result tuple lets ``SwitchReport.to_json`` reuse its text too."""
+    known = _REPORTED.get(id(flows))
+    if known is not None and known[0] is flows:
+        return known[1]
+    reported = tuple(_reported_flow(flow.key, flow.cookie) for flow in flows)
+    if len(_REPORTED) >= 16:
+        _REPORTED.clear()
+    _REPORTED[id(flows)] = (flows, reported)
+    return reported
 
 
 @functools.lru_cache(maxsize=65_536)

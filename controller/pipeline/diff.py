@@ -25,6 +25,15 @@ class FlowDiff:
         return not self.add and not self.delete and not self.delete_by_cookie
 
 
+_RECENT: dict[tuple[int, int], tuple[tuple[object, ...], tuple[object, ...], FlowDiff]] = {}
+"""Diffs by the identity of both plans (kept alive here, so ids are not reused).
+
+After a policy change every switch that confirmed the same plan diffs it against the same
+new plan (``BasePlans`` shares both among switches alike): one diff serves them all.  Any
+actor thread may read or fill it; a lost race costs one diff."""
+_RECENT_MAX = 16
+
+
 def diff_flows(
     installed: Iterable[InstalledFlow | FlowEntry], planned: Iterable[FlowEntry]
 ) -> FlowDiff:
@@ -35,10 +44,22 @@ def diff_flows(
     an older plan) would otherwise bypass classification.  The one exception
     is the counting table, whose entries OVS learns by itself.
     """
-    if isinstance(installed, tuple) and isinstance(planned, tuple):
-        in_place = _replaced_in_place(installed, planned)
-        if in_place is not None:
-            return in_place
+    if not (isinstance(installed, tuple) and isinstance(planned, tuple)):
+        return _diff(installed, planned)
+    key = (id(installed), id(planned))
+    known = _RECENT.get(key)
+    if known is not None and known[0] is installed and known[1] is planned:
+        return known[2]
+    found = _replaced_in_place(installed, planned)
+    if found is None:
+        found = _diff(installed, planned)
+    if len(_RECENT) >= _RECENT_MAX:
+        _RECENT.clear()
+    _RECENT[key] = (installed, planned, found)
+    return found
+
+
+def _diff(installed: Iterable[InstalledFlow | FlowEntry], planned: Iterable[FlowEntry]) -> FlowDiff:
     flows = [flow for flow in installed if flow.key.table_id != tables.COUNT]
     have = {flow.key: flow.cookie for flow in flows if not flow.opaque}
     opaque = tuple(sorted({(flow.key.table_id, flow.cookie) for flow in flows if flow.opaque}))

@@ -9,14 +9,14 @@ the inputs are published with every switch report so that they do not.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from controller.flowid import FlowId
 from controller.pipeline.desired import DesiredState, FabricInputs, desired_state
 from controller.pipeline.planner import BasePlans
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
-from controller.qos.plan import PortQos
+from controller.qos.plan import PortQos, plan_port_qos
 from controller.qos.provision import plan_ports
 
 
@@ -70,5 +70,28 @@ def plan(
         inputs.fabric,
         base_plans,
     )
-    qos = plan_ports(policy, {port.name: port.link_bps for port in inputs.ports}, jobs)
+    if base_plans is None:
+        qos = plan_ports(policy, {port.name: port.link_bps for port in inputs.ports}, jobs)
+    else:
+        qos = {port.name: _port_qos(policy, port, jobs, base_plans) for port in inputs.ports}
     return SwitchPlan(desired, qos)
+
+
+def _port_qos(
+    policy: Policy, port: PortState, jobs: Sequence[JobSpec], base_plans: BasePlans
+) -> PortQos:
+    """``plan_port_qos`` of one port, planned once per policy, job set and link speed.
+
+    A port's queues depend on its name only through ``ports.overrides``
+    (``controller.qos.plan.port_rate``), and a hundred switches re-plan their ports at
+    every change: a port that no override names gets the queues planned for the first
+    such port of its speed, under its own name."""
+    named = port.name if port.name in policy.ports.overrides else None
+    template = base_plans.memo(
+        ("port-qos", named, port.link_bps),
+        jobs,
+        lambda: plan_port_qos(policy, port.name, port.link_bps, jobs),
+    )
+    if template.port_name == port.name:
+        return template
+    return replace(template, port_name=port.name)

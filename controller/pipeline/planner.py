@@ -9,9 +9,10 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import TypeVar, cast
 
 from controller.flowid import FlowId
 from controller.pipeline import tables
@@ -45,6 +46,8 @@ from controller.policy.match import (
 )
 from controller.policy.model import Policy, Rule
 from controller.qos.shares import job_queue_ids, job_slots
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,6 +392,7 @@ class BasePlans:
         )
         self._plans: dict[tuple[tuple[str, int], ...], SwitchPlan] = {}
         self._lock = threading.Lock()
+        self._memo: dict[Hashable, tuple[object, object]] = {}
 
     def plan(self, port_numbers: Mapping[str, int]) -> SwitchPlan:
         named = tuple(
@@ -402,6 +406,24 @@ class BasePlans:
                     self._plans.clear()
                 plan = self._plans[named] = _base_plan(self.policy, dict(named))
         return plan
+
+    def memo(self, key: Hashable, keep: object, build: Callable[[], T]) -> T:
+        """``build()``, once per ``key`` and ``keep`` for this policy: what every switch
+        alike plans with it (the queues of its ports, with the jobs of one snapshot).
+
+        ``keep`` is an input compared by identity, not hashed (a tuple of jobs, which
+        hold lists); the entry is built again when it is another object.  Past
+        ``MAX_PLANS`` entries the memo starts over."""
+        with self._lock:
+            found = self._memo.get(key)
+            if found is not None and found[0] is keep:
+                return cast(T, found[1])
+        value = build()  # outside the lock: at worst two actors build it once each
+        with self._lock:
+            if len(self._memo) >= self.MAX_PLANS:
+                self._memo.clear()
+            self._memo[key] = (keep, value)
+        return value
 
 
 def plan_switch(

@@ -8,6 +8,8 @@ one per rule.
 
 from __future__ import annotations
 
+from typing import Protocol
+
 CLASSIFY = 0
 """Policy rules, first match wins, write the class id into the metadata register."""
 
@@ -71,3 +73,29 @@ HOST_PRIORITY = 100
 """One entry per known host MAC: its port here, or a select group over the next hops."""
 FLOOD_PRIORITY = 50
 """Broadcast and multicast along the flood tree, per in_port; one below drops off-tree copies."""
+
+
+class HasTable(Protocol):
+    @property
+    def table_id(self) -> int: ...
+
+
+_COUNTED: dict[int, tuple[tuple[HasTable, ...], dict[int, int]]] = {}
+
+
+def entries_per_table(flows: tuple[HasTable, ...]) -> dict[int, int]:
+    """How many of ``flows`` each table of ``TABLE_NAMES`` holds (0 for an empty one).
+
+    Every switch reports this for its confirmed plan, and switches alike confirm the same
+    plan (one tuple): counted once per tuple, the last few kept by identity."""
+    known = _COUNTED.get(id(flows))
+    if known is not None and known[0] is flows:
+        return known[1]
+    counts = dict.fromkeys(TABLE_NAMES, 0)
+    for flow in flows:
+        if flow.table_id in counts:
+            counts[flow.table_id] += 1
+    if len(_COUNTED) >= 16:
+        _COUNTED.clear()
+    _COUNTED[id(flows)] = (flows, counts)
+    return counts

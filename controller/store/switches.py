@@ -69,6 +69,23 @@ def _record_json(record: ReportedFlow) -> str:
     return json.dumps(record)
 
 
+_FLOWS_TEXT: dict[int, tuple[tuple[ReportedFlow, ...], str]] = {}
+
+
+def _flows_json(flows: tuple[ReportedFlow, ...]) -> str:
+    """The flows' JSON texts joined, kept for the last few tuples by identity: switches
+    alike report one plan's entries as one tuple (``_reported_flows`` in the Redis link),
+    and a hundred of them report after every change."""
+    known = _FLOWS_TEXT.get(id(flows))
+    if known is not None and known[0] is flows:
+        return known[1]
+    text = ", ".join(_record_json(record) for record in flows)
+    if len(_FLOWS_TEXT) >= 16:
+        _FLOWS_TEXT.clear()
+    _FLOWS_TEXT[id(flows)] = (flows, text)
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class SwitchReport:
     __pydantic_config__: ClassVar[ConfigDict] = RECORD_CONFIG
@@ -97,8 +114,7 @@ class SwitchReport:
         # text: encoding every entry of every switch again (pydantic or json.dumps) after
         # each change was most of a policy change's CPU time on ten switches.
         head = SWITCH_REPORT.dump_json(self, exclude=_FLOWS, by_alias=True).decode()
-        flows = ", ".join(_record_json(record) for record in self.flows)
-        return f'{head[:-1]}, "flows": [{flows}]}}'
+        return f'{head[:-1]}, "flows": [{_flows_json(self.flows)}]}}'
 
     @staticmethod
     def from_json(raw: str | bytes) -> SwitchReport:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import replace
 
 from controller.classify.detector import Detector
 from controller.classify.reclassify import (
@@ -28,6 +27,7 @@ from controller.switch.commands import (
     Timer,
 )
 from controller.switch.events import Tick
+from controller.switch.fastreplace import replace
 from controller.switch.requests import ask, asked
 from controller.switch.state import Ask, Request, SwitchConfig, SwitchState, may_write, want
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from controller.openflow import messages
 from controller.openflow.installed import installed_entries
 from controller.pipeline import tables
 from controller.pipeline.groups import GroupEntry, GroupType, MeterEntry
 from controller.switch import codec
+from controller.switch.fastreplace import replace
 from controller.switch.state import Ask, Sync
 
 FOREIGN_GROUP = GroupEntry(type=GroupType.ALL, buckets=(), group_id=0xFFFFFF00 - 1)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from controller.openflow.framing import with_xid
 from controller.switch.commands import Command, Send, Timer
 from controller.switch.events import Tick
+from controller.switch.fastreplace import replace
 from controller.switch.state import MAX_XID, Ask, Request, SwitchConfig, SwitchState
 
 
@@ -41,13 +40,31 @@ def expect(
     config: SwitchConfig,
     out: list[Command],
 ) -> SwitchState:
-    """Remember ``xid`` as pending; a ``deadline`` tick checks it at its deadline."""
+    """Remember ``xid`` as pending; a ``deadline`` tick checks it at its deadline.
+
+    Deadlines only grow (``now`` does, the timeout is fixed), so a tick already out is
+    due no later than this one: it checks the requests then, and asks for the next tick
+    at the earliest deadline still pending (``rearm``)."""
     deadline = now + config.reply_timeout_s
-    timer = Timer(config.reply_timeout_s, Tick("deadline", state.epoch, deadline))
-    if timer not in out:
-        out.append(timer)
     pending = {**state.pending, xid: Request(what, now, deadline)}
-    return replace(state, pending=pending)
+    if state.deadline_tick is not None:
+        return replace(state, pending=pending)
+    out.append(Timer(config.reply_timeout_s, Tick("deadline", state.epoch, deadline)))
+    return replace(state, pending=pending, deadline_tick=deadline)
+
+
+def rearm(state: SwitchState, now: float, out: list[Command]) -> SwitchState:
+    """The ``deadline`` tick came: ask for the next one at the earliest pending deadline.
+
+    A tick before the one asked for (an earlier connection's is dropped before this) leaves
+    it to that one."""
+    if state.deadline_tick is not None and now < state.deadline_tick:
+        return state
+    if not state.pending:
+        return replace(state, deadline_tick=None)
+    due = min(request.deadline for request in state.pending.values())
+    out.append(Timer(max(0.0, due - now), Tick("deadline", state.epoch, due)))
+    return replace(state, deadline_tick=due)
 
 
 def asked(state: SwitchState, what: Ask) -> bool:

@@ -13,7 +13,11 @@ Every bridge and process it made is removed by name or PID afterwards, also on
 Ctrl-C, SIGTERM or an error. Bridges named like ours that it did not make are
 refused, never deleted.
 
-    python -m flowlane_bench.bench_threads [--switches 10,40,100] [--changes 30] [--out F.json]
+At the end, per switch: the controller's CPU per second at rest and per change, and how
+many switches one core keeps up with at 0, 1 and 10 changes a second (the sizing of
+``docs/operations.md``); and the propagation target at 100 switches (issue 22: p99 <= 200 ms).
+
+    python -m flowlane_bench.bench_threads [--switches 10,40,100] [--changes 200] [--out F.json]
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
@@ -49,6 +53,8 @@ DPID_BASE = 0xB7 << 40
 """Datapath ids ``0000b70000000000 + i``: set, not derived from a random MAC, so a run's
 switches never collide with each other or with a Mininet run's ``s1``.. (ids 1..n)."""
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+TARGET_P99_MS = {100: 200.0}
+"""Propagation targets by switch count (issue 22: 100 switches x 100 rules, one controller)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -103,14 +109,22 @@ def is_controller_command(argv: Sequence[str]) -> bool:
     return list(argv[1:4]) == ["-m", "controller", "controller"]
 
 
+def is_api_command(argv: Sequence[str]) -> bool:
+    """Whether a command line is the API ``flowlane up`` starts (``python -m controller api``)."""
+    return list(argv[1:4]) == ["-m", "controller", "api"]
+
+
 def read_sample(pid: int) -> ProcSample:
     threads, rss_kib = parse_status(Path(f"/proc/{pid}/status").read_text())
     _, ticks = parse_stat(Path(f"/proc/{pid}/stat").read_text())
     return ProcSample(threads, rss_kib, ticks / CLOCK_TICKS)
 
 
-def controller_pid(parent: int) -> int:
-    """The PID of the controller that ``flowlane up`` (PID ``parent``) started."""
+def controller_pid(
+    parent: int, role: Callable[[Sequence[str]], bool] = is_controller_command
+) -> int:
+    """The PID of the controller (or, with ``role=is_api_command``, the API) that
+    ``flowlane up`` (PID ``parent``) started."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -119,9 +133,9 @@ def controller_pid(parent: int) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except (OSError, ValueError):
             continue  # gone meanwhile, or a kernel thread
-        if ppid == parent and is_controller_command([arg.decode() for arg in argv]):
+        if ppid == parent and role([arg.decode() for arg in argv]):
             return int(entry.name)
-    raise RuntimeError(f"no controller process under flowlane up (pid {parent})")
+    raise RuntimeError(f"no {role.__name__} process under flowlane up (pid {parent})")
 
 
 # --------------------------------------------------------------------------------------------
@@ -220,10 +234,29 @@ class SizeResult:
     """Controller CPU over the changes, divided by their number."""
     cpu_ms_per_change_net: float
     """The same less what it spends at rest over as long: the cost of the change itself."""
+    api_cpu_ms_per_change: float
+    """The API's CPU over the changes, divided by their number (it serves the PUT and waits
+    for every switch's confirmation)."""
     provision_s: float
     first_change_ms: float
     propagation_ms: dict[str, float]
     all_ms: list[float]
+
+
+def per_switch(value: float, switches: int) -> float:
+    return round(value / switches, 3)
+
+
+def switches_per_core(
+    rest_s_per_s_per_switch: float, change_ms_per_switch: float, changes_per_s: float
+) -> int:
+    """How many switches one core of controller CPU keeps up with: each costs its at-rest
+    rate (queue reads, audits) plus ``changes_per_s`` policy changes a second at
+    ``change_ms_per_switch`` each. One interpreter, so one core is the controller's ceiling."""
+    per_switch_s = rest_s_per_s_per_switch + changes_per_s * change_ms_per_switch / 1000
+    if per_switch_s <= 0:
+        raise ValueError("a switch costs some CPU: both figures were zero")
+    return int(1 / per_switch_s)
 
 
 def latency_summary(latencies: Sequence[float]) -> dict[str, float]:
@@ -245,6 +278,7 @@ def measure(
     initial.write_text(yaml.safe_dump(policy_document(rules), sort_keys=False))
     with harness.stack(initial, workdir / f"stack-{switches}.log", ofp_port) as stack:
         pid = controller_pid(stack.process.pid)
+        api = controller_pid(stack.process.pid, is_api_command)
         empty = read_sample(pid)
         started = time.monotonic()
         with bridges(switches, ofp_port):
@@ -265,10 +299,12 @@ def measure(
             with httpx.Client(base_url=stack.api, headers=stack.headers, timeout=120) as client:
                 client.get("/v1/policy")  # the connection, opened before the clock starts
                 first = change_to(client, rules, rules - 1, timeout_s=60)
+                api_start = read_sample(api).cpu_s
                 start_sample, wall = read_sample(pid), time.monotonic()
                 for change in range(changes):
                     latencies.append(change_to(client, rules, change % rules, timeout_s=60))
                 end_sample, elapsed = read_sample(pid), time.monotonic() - wall
+                api_spent = read_sample(api).cpu_s - api_start
             spent = end_sample.cpu_s - start_sample.cpu_s
     return SizeResult(
         switches=switches,
@@ -282,6 +318,7 @@ def measure(
         cpu_per_s_at_rest=round(cpu_per_s, 4),
         cpu_ms_per_change=round(1000 * spent / changes, 2),
         cpu_ms_per_change_net=round(1000 * (spent - cpu_per_s * elapsed) / changes, 2),
+        api_cpu_ms_per_change=round(1000 * api_spent / changes, 2),
         provision_s=round(provision_s, 1),
         first_change_ms=round(first, 2),
         propagation_ms=latency_summary(latencies),
@@ -313,6 +350,7 @@ def table(results: Sequence[SizeResult]) -> Table:
         "CPU/s at rest",
         "CPU ms/change",
         "net ms/change",
+        "API ms/change",
         "p50 ms",
         "p95 ms",
         "p99 ms",
@@ -329,10 +367,37 @@ def table(results: Sequence[SizeResult]) -> Table:
             f"{result.cpu_per_s_at_rest:.3f}",
             f"{result.cpu_ms_per_change:.1f}",
             f"{result.cpu_ms_per_change_net:.1f}",
+            f"{result.api_cpu_ms_per_change:.1f}",
             f"{latency['p50']:.1f}",
             f"{latency['p95']:.1f}",
             f"{latency['p99']:.1f}",
             f"{latency['max']:.1f}",
+        )
+    return out
+
+
+SIZING_RATES = (0.0, 1.0, 10.0)
+"""Policy changes per second the sizing table is given for."""
+
+
+def sizing(results: Sequence[SizeResult]) -> Table:
+    """Per switch: the controller's CPU at rest and per change, and what one core holds."""
+    out = Table(title="controller CPU per switch, and switches one core keeps up with")
+    for column in (
+        "switches",
+        "CPU ms/s at rest per switch",
+        "CPU ms per change per switch",
+        *(f"switches/core at {rate:g} change/s" for rate in SIZING_RATES),
+    ):
+        out.add_column(column, justify="right")
+    for result in results:
+        rest = result.cpu_per_s_at_rest / result.switches
+        change = result.cpu_ms_per_change / result.switches
+        out.add_row(
+            str(result.switches),
+            f"{1000 * rest:.2f}",
+            f"{change:.3f}",
+            *(str(switches_per_core(rest, change, rate)) for rate in SIZING_RATES),
         )
     return out
 
@@ -345,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--switches", type=switch_counts, default=[10, 40, 100])
     parser.add_argument("--rules", type=positive_int, default=100)
-    parser.add_argument("--changes", type=positive_int, default=30)
+    parser.add_argument("--changes", type=positive_int, default=200)
     parser.add_argument("--rest", type=non_negative_float, default=10.0, help="seconds at rest")
     parser.add_argument(
         "--settle",
@@ -375,10 +440,27 @@ def main(argv: list[str] | None = None) -> int:
     console.print(
         "threads/RSS at rest with all switches connected (in brackets: the same controller"
         " before any switch); CPU/s = controller CPU seconds per second; net ms/change ="
-        " CPU per change less the at-rest rate; p50..max = PUT ?wait=applied to every"
+        " CPU per change less the at-rest rate; API ms/change = the API process's CPU per"
+        " change; p50..max = PUT ?wait=applied to every"
         " switch's barrier",
         highlight=False,
     )
+    console.print(sizing(results))
+    console.print(
+        "per switch = the figures above divided by the switch count; switches/core = 1 / (at"
+        " rest + rate x per change), the change's CPU counted whole (its window's at-rest work"
+        " included)",
+        highlight=False,
+    )
+    for result in results:
+        if result.switches in TARGET_P99_MS:
+            target, p99 = TARGET_P99_MS[result.switches], result.propagation_ms["p99"]
+            verdict = "met" if p99 <= target else "MISSED"
+            console.print(
+                f"target at {result.switches} switches: p99 <= {target:g} ms: {p99:.1f} ms"
+                f" ({verdict}; {result.changes} changes)",
+                highlight=False,
+            )
     if args.out:
         document = {"rules": args.rules, "results": [asdict(result) for result in results]}
         args.out.write_text(json.dumps(document, indent=2))

@@ -87,3 +87,18 @@ def test_bridge_names_share_the_prefix() -> None:
 def test_latency_summary_uses_nearest_rank() -> None:
     summary = bench_threads.latency_summary([float(v) for v in range(100, 0, -1)])
     assert summary == {"p50": 50.0, "p95": 95.0, "p99": 99.0, "max": 100.0, "mean": 50.5}
+
+
+def test_api_command_is_told_from_the_controller() -> None:
+    python = "/work/.venv/bin/python"
+    assert bench_threads.is_api_command([python, "-m", "controller", "api", "--port", "1"])
+    assert not bench_threads.is_api_command([python, "-m", "controller", "controller"])
+
+
+def test_switches_per_core_counts_rest_and_changes() -> None:
+    # 2 ms/s at rest per switch: 500 switches fill a core with no change.
+    assert bench_threads.switches_per_core(0.002, 0.5, 0.0) == 500
+    # plus 0.5 ms per change per switch at 2 changes/s: 3 ms/s each.
+    assert bench_threads.switches_per_core(0.002, 0.5, 2.0) == 333
+    with pytest.raises(ValueError):
+        bench_threads.switches_per_core(0.0, 0.0, 1.0)
