@@ -37,6 +37,27 @@ FRAME_BYTES = 1_514
 MIN_BURST_FRAMES = 8
 """Floor of the burst on slow ports: a TCP sender's batch (TSO off) is several frames."""
 
+QUEUE_S = 0.04
+"""How much traffic, as time at the port's rate, each HTB class may hold queued.
+
+Left alone, a class's queue is a ``pfifo`` as long as the device's
+``txqueuelen`` (1 000 frames): 0.4 s at 30 Mbit/s, and more for a job queue
+that drains at a fraction of the port.  Measured on the job-shares test
+(30 Mbit/s, weights 2:1, job B's eight TCP flows in a 6.75 Mbit/s queue):
+with 1 000 frames B's queue stood 1.2 s deep and overflowed, and B got
+8.5 Mbit/s of goodput for the 10 its share puts on the wire (A/B = 2.23);
+with 100 frames, 9.6 (A/B = 1.99, the port full); with 30 frames A's single
+flow could no longer fill its share (1.83).  40 ms at the port's rate is the
+100 frames there; ``MIN_QUEUE_FRAMES`` and ``MAX_QUEUE_FRAMES`` bound it.
+"""
+
+MIN_QUEUE_FRAMES = 64
+"""Floor of a class's queue: a single TCP flow needs some room to keep a queue busy."""
+
+MAX_QUEUE_FRAMES = 1_000
+"""Ceiling of a class's queue: the kernel's own default (``txqueuelen``), reached at
+about 300 Mbit/s; faster ports keep what they had."""
+
 
 @dataclass(frozen=True, slots=True)
 class QueueSpec:
@@ -69,6 +90,23 @@ class PortQos:
     def burst_bytes(self) -> int:
         """The HTB burst (and cburst) of every class of the port, the root class included."""
         return htb_burst_bytes(self.rate_bps)
+
+    @property
+    def queue_frames(self) -> int:
+        """The length of every class's queue (its leaf ``pfifo``), in frames."""
+        return htb_queue_frames(self.rate_bps)
+
+
+def htb_queue_frames(rate_bps: int) -> int:
+    """``QUEUE_S`` of the port's rate in full frames, within the bounds.
+
+    The port's rate, not the class's guarantee: a class may borrow up to the
+    port's, and a queue sized by the guarantee would be too short for that.
+    """
+    if rate_bps <= 0:
+        raise ValueError(f"rate must be positive, got {rate_bps}")
+    frames = math.ceil(rate_bps * QUEUE_S / 8 / FRAME_BYTES)
+    return min(MAX_QUEUE_FRAMES, max(MIN_QUEUE_FRAMES, frames))
 
 
 def htb_burst_bytes(rate_bps: int) -> int:

@@ -14,7 +14,7 @@ from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos import tc
 from controller.qos.ovsdb import Bridge, Ovsdb, OvsdbError
-from controller.qos.plan import PortQos, plan_port_qos, tc_filters
+from controller.qos.plan import PortQos, htb_classid, plan_port_qos, tc_filters
 
 LOG = logging.getLogger("flowlane.qos")
 
@@ -25,6 +25,8 @@ class QosOutcome:
     filtered_ports: list[str] = field(default_factory=list)
     burst_ports: list[str] = field(default_factory=list)
     """Ports whose root HTB class got its burst back (OVS resets it on reconfiguration)."""
+    queue_ports: list[str] = field(default_factory=list)
+    """Ports whose classes got their queue length (new classes come with the kernel's)."""
     failed: dict[str, str] = field(default_factory=dict)
     vanished: list[str] = field(default_factory=list)
     """Ports the switch reported that were gone by the time queues were set (being deleted)."""
@@ -75,6 +77,7 @@ def reconcile_bridge(ovsdb: Ovsdb, bridge: Bridge, plans: Mapping[str, PortQos])
             if bridge.userspace:
                 _ensure_filters(plan, outcome)
             _ensure_root_burst(plan, outcome)
+            _ensure_leaf_queues(plan, outcome)
     return outcome
 
 
@@ -104,5 +107,16 @@ def _ensure_root_burst(plan: PortQos, outcome: QosOutcome) -> None:
     try:
         if tc.ensure_root_burst(plan.port_name, plan.rate_bps, plan.burst_bytes):
             outcome.burst_ports.append(plan.port_name)
+    except tc.TcError as exc:
+        outcome.tc_failed(plan.port_name, exc)
+
+
+def _ensure_leaf_queues(plan: PortQos, outcome: QosOutcome) -> None:
+    if plan.port_name in outcome.failed or plan.port_name in outcome.vanished:
+        return
+    try:
+        planned = [htb_classid(queue.queue_id) for queue in plan.queues]
+        if tc.ensure_leaf_queues(plan.port_name, plan.queue_frames, planned):
+            outcome.queue_ports.append(plan.port_name)
     except tc.TcError as exc:
         outcome.tc_failed(plan.port_name, exc)

@@ -26,6 +26,7 @@ import errno
 import socket
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -43,6 +44,14 @@ ROOT_CLASSID: Final = "1:fffe"
 BURST_SLACK: Final = 0.9
 """The kernel keeps a burst as scheduler ticks of a time written in whole microseconds, so it
 reads back a little under what was asked; only a real shortfall (OVS's one frame) is short."""
+
+LEAF_WAIT_S: Final = 2.0
+"""Longest wait for ovs-vswitchd to make the classes a QoS change asked for (it takes
+milliseconds; a busy machine, more)."""
+LEAF_POLL_S: Final = 0.02
+
+LEAF_MAJOR: Final = 0x8000
+"""Handles of the queues under the HTB classes start here (see ``leaf_handle``)."""
 
 FILTER_PARENT: Final = 0x10000
 """``1:``, the HTB qdisc OVS's linux-htb QoS makes the port's root."""
@@ -112,6 +121,8 @@ class HtbClass:
     cburst_bytes: int
     prio: int
     counters: ClassCounters
+    leaf: int = 0
+    """The handle of the class's queue (its leaf qdisc); 0 for the kernel's default one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +278,7 @@ def decode_htb_class(raw: bytes, psched: Psched) -> HtbClass | None:
     every class of every port every second, and the bytes read about five times quicker
     (0.06 against 0.29 ms for a port's four classes).
     """
-    _, _, _, _, handle, parent, _ = _TCMSG.unpack_from(raw, _NLMSG_HEADER)
+    _, _, _, _, handle, parent, leaf = _TCMSG.unpack_from(raw, _NLMSG_HEADER)
     attrs = netlink_attributes(raw, _NLMSG_HEADER + _TCMSG.size)
     if attrs.get(_TCA_KIND, b"").rstrip(b"\0") != b"htb":
         return None
@@ -291,6 +302,7 @@ def decode_htb_class(raw: bytes, psched: Psched) -> HtbClass | None:
         cburst_bytes=psched.bytes_in(cbuffer, ceil),
         prio=prio,
         counters=counters_from_stats2(netlink_attributes(attrs.get(_TCA_STATS2, b""))),
+        leaf=leaf,
     )
 
 
@@ -318,6 +330,50 @@ def counters_of(classes: Mapping[str, HtbClass]) -> dict[str, ClassCounters]:
 def htb_bursts(classes: Mapping[str, HtbClass]) -> dict[str, int]:
     """classid → burst in bytes."""
     return {name: found.burst_bytes for name, found in classes.items()}
+
+
+def leaf_handle(classid_text: str) -> int:
+    """The handle of the queue ``ensure_leaf_queues`` hangs under HTB class ``1:<minor>``:
+    major ``LEAF_MAJOR + minor`` (unique on the port, never the root's ``1:``)."""
+    minor = int(classid_text.split(":")[1], 16)
+    return (LEAF_MAJOR + minor) << 16
+
+
+def leaf_limits(messages: Iterable[Any], index: int | None = None) -> dict[str, int]:
+    """HTB class → the packet limit of the ``pfifo`` under it (other leaf qdiscs left out).
+
+    ``index``: the device's; a qdisc dump answers for every device whatever it asked.
+    """
+    limits: dict[str, int] = {}
+    for message in messages:
+        if index is not None and int(message["index"]) != index:
+            continue
+        if message.get_attr("TCA_KIND") != "pfifo":
+            continue
+        options = message.get_attr("TCA_OPTIONS")
+        if options is None:
+            continue
+        limits[classid(int(message["parent"]))] = int(options["limit"])
+    return limits
+
+
+def short_queues(
+    classes: Mapping[str, HtbClass], limits: Mapping[str, int], frames: int
+) -> list[str]:
+    """The port's queue classes whose leaf is not a ``pfifo`` of ``frames`` packets."""
+    return sorted(name for name in classes if name != ROOT_CLASSID and limits.get(name) != frames)
+
+
+def leaves_missing(classes: Mapping[str, HtbClass]) -> bool:
+    """Whether a queue class of the port lacks the queue ``ensure_leaf_queues`` gives it.
+
+    Read from the class dump itself (its ``tcm_info`` is the leaf's handle), so the
+    periodic read needs no extra request: OVS makes a job's class after the OVSDB
+    transaction that asked for it returns, and this is how the class is noticed.
+    """
+    return any(
+        found.leaf != leaf_handle(name) for name, found in classes.items() if name != ROOT_CLASSID
+    )
 
 
 def root_burst_short(classes: Mapping[str, HtbClass], burst_bytes: int) -> bool:
@@ -351,10 +407,15 @@ class Netlink:
         # groups=0: no multicast subscription, so no link/route events pile up unread
         self._ipr: Any = ipr if ipr is not None else IPRoute(groups=0)
         self._index: dict[str, int] = {}
+        self._leaf_frames: dict[tuple[str, str], int] = {}
+        """(device, class) → the queue length this process gave or saw the class's own leaf
+        have: a qdisc dump answers for every device of the machine, so it is read only for
+        a class whose leaf this process has not checked (or whose length is to change)."""
 
     def close(self) -> None:
         self._ipr.close()
         self._index.clear()
+        self._leaf_frames.clear()
 
     def __enter__(self) -> Netlink:
         return self
@@ -458,6 +519,73 @@ class Netlink:
             raise TcError(device, "filters did not take effect")
         return True
 
+    def leaf_limits(self, device: str) -> dict[str, int]:
+        """HTB class → the packet limit of its ``pfifo`` (see ``leaf_limits``)."""
+
+        def read(index: int) -> dict[str, int]:
+            messages = self._request(device, lambda: tuple(self._ipr.get_qdiscs(index=index)))
+            return leaf_limits(messages, index)
+
+        return self._on_port(device, read)
+
+    def ensure_leaf_queues(
+        self,
+        device: str,
+        frames: int,
+        planned: Sequence[str] = (),
+        wait_s: float = LEAF_WAIT_S,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> bool:
+        """Put a ``pfifo`` of ``frames`` packets under every queue class of the port; True if
+        one changed.  OVS's classes otherwise get the kernel's default queue, as long as the
+        device's ``txqueuelen``, far too deep for a slow port (``plan.QUEUE_S``).
+
+        ``planned``: the classes the port should have.  ovs-vswitchd makes a new queue's
+        class after the OVSDB transaction that asked for it has returned, so this waits up
+        to ``wait_s`` for them to appear, then does what it can with the classes there.
+        """
+        deadline = clock() + wait_s
+        classes = self.classes(device)
+        while not set(planned) <= classes.keys() and clock() < deadline:
+            sleep(LEAF_POLL_S)
+            classes = self.classes(device)
+        queues = {name: found for name, found in classes.items() if name != ROOT_CLASSID}
+        # A leaf that is not ours (OVS made the class, or remade it) is short whatever its
+        # length; one of ours is short only if its length differs, which needs the dump.
+        short = {name for name, found in queues.items() if found.leaf != leaf_handle(name)}
+        unchecked = {
+            name
+            for name in queues.keys() - short
+            if self._leaf_frames.get((device, name)) != frames
+        }
+        if unchecked:
+            limits = self.leaf_limits(device)
+            short |= set(short_queues({n: queues[n] for n in unchecked}, limits, frames))
+            self._leaf_frames.update({(device, n): frames for n in unchecked - short})
+        if not short:
+            return False
+
+        def replace(index: int) -> None:
+            for name in short:
+                parent = int(name.split(":")[0], 16) << 16 | int(name.split(":")[1], 16)
+                self._request(
+                    device,
+                    partial(
+                        self._ipr.tc,
+                        "replace",
+                        "pfifo",
+                        index=index,
+                        parent=parent,
+                        handle=leaf_handle(name),
+                        limit=frames,
+                    ),
+                )
+
+        self._on_port(device, replace)
+        self._leaf_frames.update({(device, name): frames for name in short})
+        return True
+
     def ensure_root_burst(self, device: str, rate_bps: int, burst_bytes: int) -> bool:
         """Give the port's root HTB class ``burst_bytes`` of burst and cburst; True if it
         changed. The class keeps the rate OVS gave it (rate = ceil = the QoS max-rate)."""
@@ -534,6 +662,16 @@ def present_keys(device: str) -> set[FilterKey]:
 def ensure(device: str, filters: Sequence[TcFilter]) -> bool:
     """Make the port's filters exactly ``filters``; True when something was rewritten."""
     return _with_socket(device, lambda nl: nl.ensure_filters(device, filters))
+
+
+def leaf_queue_limits(device: str) -> dict[str, int]:
+    """HTB class → its ``pfifo``'s packet limit, through this thread's socket."""
+    return _with_socket(device, lambda nl: nl.leaf_limits(device))
+
+
+def ensure_leaf_queues(device: str, frames: int, planned: Sequence[str] = ()) -> bool:
+    """A ``pfifo`` of ``frames`` packets under every queue class (see ``Netlink``)."""
+    return _with_socket(device, lambda nl: nl.ensure_leaf_queues(device, frames, planned))
 
 
 def ensure_root_burst(device: str, rate_bps: int, burst_bytes: int) -> bool:

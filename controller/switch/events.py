@@ -109,6 +109,8 @@ class QosResult:
     refresh_error: str | None = None
     error: str | None = None
     """An unexpected failure, with its traceback."""
+    fenced: bool = False
+    """Nothing written: this instance no longer held the switch's lease when the work ran."""
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,8 @@ class QueueReadResult:
     counters: Mapping[str, Mapping[str, ClassCounters]]
     """Port name -> class id -> counters, for the ports that could be read."""
     burst_short: frozenset[str] = frozenset()
-    """Ports whose root class lost its burst (OVS reconfigured them)."""
+    """Ports whose root class lost its burst (OVS reconfigured them) or whose classes lack
+    their bounded queue (a class OVS made after the reconcile that asked for it)."""
     errors: Mapping[str, str] = field(default_factory=dict)
     wall: float = 0.0
     bridge: Bridge | None = None

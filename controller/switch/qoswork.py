@@ -83,7 +83,9 @@ def read_queues(ovsdb: Ovsdb, dpid: int, job: QueueRead) -> QueueReadResult:
                 errors[port] = str(exc)
                 continue
             counters[port] = tc.counters_of(classes)
-            if tc.root_burst_short(classes, job.plans[port].burst_bytes):
+            if tc.root_burst_short(classes, job.plans[port].burst_bytes) or tc.leaves_missing(
+                classes
+            ):
                 short.add(port)
         return QueueReadResult(counters, frozenset(short), errors, wall, bridge)
     except Exception:

@@ -29,12 +29,13 @@ from mininet.node import OVSSwitch, RemoteController
 from mininet.topo import Topo
 
 from controller.pipeline.flows import Owner, cookie_owner
-from controller.pipeline.planner import plan_switch
+from controller.pipeline.plan import PortState, SwitchInputs, plan
+from controller.policy.jobs import JobSpec
 from controller.policy.load import load_policy_file
 from controller.policy.model import Policy
 from controller.qos import tc
 from controller.qos.ovsdb import Ovsdb
-from controller.qos.plan import plan_port_qos, tc_filters
+from controller.qos.plan import tc_filters
 from flowlane_bench.nodes import Net, Node
 from flowlane_bench.topologies import OffloadOffHost
 
@@ -367,16 +368,31 @@ def ofctl_ports(bridge: str) -> dict[str, int]:
     return {name: int(number) for number, name in re.findall(r"^\s*(\d+)\((\S+)\):", out, re.M)}
 
 
-def sync_gap(bridge: str, policy: Policy, ports: list[str]) -> str | None:
-    """What keeps the switch from its plan (flows, queues, tc filters), or None when in sync."""
+def sync_gap(
+    bridge: str, policy: Policy, ports: list[str], jobs: Sequence[JobSpec] = ()
+) -> str | None:
+    """What keeps the switch from its plan (flows, queues, tc filters, queue lengths), or None.
+
+    Planned by the controller's one planner (``controller.pipeline.plan.plan``) with the
+    registered ``jobs``: their table-0 entries and, in a per-job class, their queues.
+    """
     # Learned counting entries and detector overrides follow the traffic, not the policy;
     # on a fabric, forwarding follows the discovered topology (pings prove it instead).
     dynamic = {Owner.LEARNED, Owner.DETECTOR}
     if policy.forwarding.fabric:
         dynamic |= FABRIC_OWNERS
+    speeds = {port: _link_bps(port) for port in ports}
+    inputs = SwitchInputs(
+        dpid=int(datapath_id(bridge), 16),
+        ports=tuple(
+            PortState(number, name, speeds.get(name))
+            for name, number in sorted(ofctl_ports(bridge).items())
+        ),
+    )
+    planned_switch = plan(policy, jobs, inputs)
     planned = sorted(
         flow.cookie
-        for flow in plan_switch(policy, ofctl_ports(bridge)).flows
+        for flow in planned_switch.desired.flows
         if cookie_owner(flow.cookie) not in dynamic
     )
     present = sorted(c for c in ofctl_cookies(bridge) if cookie_owner(c) not in dynamic)
@@ -387,16 +403,20 @@ def sync_gap(bridge: str, policy: Policy, ports: list[str]) -> str | None:
     for port in ports:
         if port not in states:
             return f"{port}: not in OVSDB"
-        qos = plan_port_qos(policy, port, _link_bps(port))
+        if port not in planned_switch.qos:
+            return f"{port}: not a port of {bridge}"
+        qos = planned_switch.qos[port]
         if not states[port].satisfies(qos):
             return f"{port}: QoS {states[port]} is not {qos}"
         if tc.present_keys(port) != tc.wanted_keys(tc_filters(qos)):
             return f"{port}: tc filters differ"
+        if tc.leaves_missing(tc.class_stats(port)):
+            return f"{port}: an HTB class lacks its bounded queue"
     return None
 
 
-def in_sync(bridge: str, policy: Policy, ports: list[str]) -> bool:
-    return sync_gap(bridge, policy, ports) is None
+def in_sync(bridge: str, policy: Policy, ports: list[str], jobs: Sequence[JobSpec] = ()) -> bool:
+    return sync_gap(bridge, policy, ports, jobs) is None
 
 
 def _link_bps(port: str) -> int | None:
@@ -415,20 +435,22 @@ def wait_in_sync(
     ports: list[str],
     timeout_s: float = 30,
     exited: Callable[[], int | None] | None = None,
+    jobs: Sequence[JobSpec] = (),
 ) -> None:
-    """Until ``bridge`` holds its plan; ``exited`` (the controller's exit status, None while it
-    runs) ends the wait at once when the controller that would get it there is gone."""
+    """Until ``bridge`` holds its plan (with ``jobs`` registered); ``exited`` (the controller's
+    exit status, None while it runs) ends the wait at once when the controller that would get
+    it there is gone."""
 
     def done() -> bool:
         status = exited() if exited is not None else None
         if status is not None:
             raise RuntimeError(f"the controller exited ({status}) before {bridge} was in sync")
-        return in_sync(bridge, policy, ports)
+        return in_sync(bridge, policy, ports, jobs)
 
     try:
         wait_for(f"{bridge} to hold the planned pipeline and queues", done, timeout_s, 0.25)
     except TimeoutError as exc:
-        raise TimeoutError(f"{exc}: {sync_gap(bridge, policy, ports)}") from None
+        raise TimeoutError(f"{exc}: {sync_gap(bridge, policy, ports, jobs)}") from None
 
 
 def ofctl_tx_packets(bridge: str) -> dict[int, int]:

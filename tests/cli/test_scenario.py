@@ -39,7 +39,17 @@ from controller.cli.main import app
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = "flowlane_bench.scenario"
-SHIPPED = ("allreduce", "collide", "failover", "incast", "isolation", "leafspine")
+SHIPPED = (
+    "allreduce",
+    "collide",
+    "failover",
+    "incast",
+    "isolation",
+    "jobs-fabric",
+    "jobs-share",
+    "jobs-weights",
+    "leafspine",
+)
 MODES = ["fifo", "static", "flowlane"]
 CAPACITY = 50_000_000
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -356,7 +366,7 @@ def test_show_needs_a_report(runner: CliRunner) -> None:
 @pytest.mark.parametrize(
     ("modes", "message"),
     [
-        ("bogus", "'bogus' is not a mode (fifo, static, flowlane, stp, ecmp)"),
+        ("bogus", "'bogus' is not a mode (fifo, static, flowlane, stp, ecmp, perflow)"),
         ("fifo,turbo", "'turbo' is not a mode"),
         ("fifo,fifo", "a mode is listed twice"),
         (" , ", "give at least one mode"),

@@ -56,7 +56,7 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 20) ->
         found = probe()
         if found is not None:
             return found
-        time.sleep(0.05)
+        time.sleep(0.01)
     raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
@@ -300,7 +300,10 @@ def test_srun_registers_the_job_while_it_runs_and_the_end_removes_it(
     wait_for("the epilog to remove the job", lambda: removed in cluster.log.read_text() or None)
     assert jobs.all() == []
     assert f"registered {job.name}: class training, weight 2, 1 node(s)" in cluster.log.read_text()
-    print(f"srun to registered: {latency:.2f} s")
+    # The first half of "srun to the job's first packet classified" (target 1 s); the second,
+    # the registration to the job's entries on a switch, is timed by tests/mininet/test_jobs.py.
+    print(f"srun to registered: {latency:.3f} s")
+    assert latency < 0.5, latency
 
 
 def test_a_job_runs_when_flowlane_is_down_unless_strict(cluster: Cluster, flowlane: str) -> None:

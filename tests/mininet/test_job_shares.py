@@ -11,9 +11,11 @@ network, so the machine's noise is the same for all:
    gets about a ninth (Jain index about 0.62);
 3. per-job again with A at weight 2: A gets about twice B.
 
-30 Mbit/s keeps every job queue's HTB quantum (rate / 10, in bytes) under the
-kernel's 200 000 B cap, so what the queues borrow is also shared by weight
-(docs/jobs.md); it also leaves the two cores to the senders and OVS.
+The 2:1 ratio holds because every HTB class's queue is bounded (a ``pfifo``
+of 40 ms of the port, ``controller.qos.plan.QUEUE_S``): with the kernel's
+default 1 000 frames job B's queue stood over a second deep, overflowed, and
+B's eight flows got 8.5 of the 10 Mbit/s its share puts on the wire
+(A/B = 2.23).  30 Mbit/s also leaves the two cores to the senders and OVS.
 """
 
 from __future__ import annotations
@@ -85,7 +87,8 @@ def tc_rates() -> dict[str, int]:
 
 
 def wait_applied(document: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
-    """Until the bottleneck's HTB classes and the jobs' entries are the plan's."""
+    """Until the bottleneck's HTB classes (with their bounded queues) and the jobs' entries
+    are the plan's."""
     policy = parse_policy(document)
     specs = [JobSpec.model_validate(job) for job in jobs]
     planned = plan_port_qos(policy, BOTTLENECK, None, specs)
@@ -97,7 +100,9 @@ def wait_applied(document: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
         close = rates.keys() == want.keys() and all(
             abs(rates[c] - want[c]) <= 0.01 * want[c] + 8 for c in want
         )
-        return close and job_metadata() == queues
+        # every class with its bounded queue: OVS re-creates classes on a policy change
+        bounded = not tc.leaves_missing(tc.class_stats(BOTTLENECK))
+        return close and bounded and job_metadata() == queues
 
     harness.wait_for("the bottleneck's queues and the jobs' entries", done, 20, 0.2)
 
@@ -190,11 +195,17 @@ def phases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[
         }
         put_policy(per_flow)
         wait_applied(per_flow, equal)
+        results["leaf-queues-per-flow"] = {
+            name: float(limit) for name, limit in tc.leaf_queue_limits(BOTTLENECK).items()
+        }
         results["per-flow"] = measure(net)
         put_policy(per_job)
         register(weighted)
         wait_applied(per_job, weighted)
         results["weighted"] = measure(net)
+        results["leaf-queues-weighted"] = {
+            name: float(limit) for name, limit in tc.leaf_queue_limits(BOTTLENECK).items()
+        }
         print(json.dumps(results, indent=2, default=str))
         yield results
 
@@ -212,7 +223,20 @@ def test_weights_two_to_one_give_about_twice_the_goodput(
     phases: dict[str, dict[str, float]],
 ) -> None:
     ratio = phases["weighted"]["a"] / phases["weighted"]["b"]
-    assert 1.5 <= ratio <= 2.6, phases
+    # 1.99 measured (2.23 before the queues were bounded); the issue's target is 2.0 +- 0.2
+    assert 1.75 <= ratio <= 2.2, phases
+
+
+def test_every_queue_class_has_a_queue_of_the_planned_length(
+    phases: dict[str, dict[str, float]],
+) -> None:
+    """Job queues included: a class OVS adds when a job registers gets its bounded queue (read
+    after the weighted phase; per flow, the port has only the two classes' queues)."""
+    planned = plan_port_qos(parse_policy(policy_document("per-job")), BOTTLENECK, None)
+    weighted = phases["leaf-queues-weighted"]
+    assert len(weighted) == 4, phases  # training, best-effort, job a, job b
+    assert set(weighted.values()) == {float(planned.queue_frames)} == {100.0}, phases
+    assert set(phases["leaf-queues-per-flow"]) == {"1:1", "1:2"}, phases
 
 
 def test_each_jobs_packets_went_through_its_own_queue(

@@ -24,7 +24,7 @@ from pyroute2.netlink.rtnl.tcmsg import tcmsg
 
 from controller.policy.load import parse_policy
 from controller.qos import tc
-from controller.qos.plan import PortQos, TcFilter, plan_port_qos, tc_filters
+from controller.qos.plan import PortQos, TcFilter, htb_classid, plan_port_qos, tc_filters
 from controller.qos.telemetry import ClassCounters
 
 # ---- decoding what the kernel sends ----------------------------------------------------------
@@ -369,6 +369,40 @@ def test_the_root_burst_is_put_back_and_then_left_alone(link: Link) -> None:
     assert "root rate 1Gbit ceil 1Gbit burst 250000b cburst 250000b" in link.tc_text(
         "class", "show"
     )
+
+
+@pytest.mark.ovs
+@NETNS
+def test_each_class_gets_its_queue_once_and_one_remade_by_ovs_again(link: Link) -> None:
+    """The leaf under each class is a pfifo of the planned length; checked again without a
+    qdisc dump (which would answer for every device of the machine); a class whose leaf is
+    replaced behind our back (OVS remaking it) is noticed from the class dump alone."""
+    plan = plan_port_qos(POLICY, link.device, None)
+    make_htb_as_ovs_does(link, plan)
+    planned = [htb_classid(queue.queue_id) for queue in plan.queues]
+    with netlink_in(link) as nl:
+        assert tc.leaves_missing(nl.classes(link.device))
+        assert nl.ensure_leaf_queues(link.device, 64, planned)
+        assert nl.leaf_limits(link.device) == dict.fromkeys(planned, 64)
+        assert not tc.leaves_missing(nl.classes(link.device))
+        dumps = 0
+        read = nl.leaf_limits
+
+        def counted(device: str) -> dict[str, int]:
+            nonlocal dumps
+            dumps += 1
+            return read(device)
+
+        nl.leaf_limits = counted  # type: ignore[method-assign]
+        assert not nl.ensure_leaf_queues(link.device, 64, planned)
+        assert dumps == 0
+        first = planned[0]
+        link.sh("ip", "netns", "exec", link.ns, "tc", "qdisc", "replace", "dev", link.device,
+                "parent", first, "handle", "50:", "pfifo", "limit", "1000")  # fmt: skip
+        assert nl.ensure_leaf_queues(link.device, 64, planned)
+        assert read(link.device)[first] == 64
+        assert nl.ensure_leaf_queues(link.device, 128, planned)  # a new length: all again
+        assert read(link.device) == dict.fromkeys(planned, 128)
 
 
 @pytest.mark.ovs

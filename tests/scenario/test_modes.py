@@ -29,6 +29,9 @@ def test_the_scenario_policies_are_shipped() -> None:
         "failover",
         "incast",
         "isolation",
+        "jobs-fabric",
+        "jobs-share",
+        "jobs-weights",
         "leafspine",
     ]
 

@@ -24,11 +24,20 @@ REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
 ISOLATION_POLICY = REPO / "policies" / "scenarios" / "isolation.yaml"
-FABRIC_RATES = {"collide": "10Mbit", "failover": "20Mbit"}
+FABRIC_RATES = {
+    "collide": "10Mbit",
+    "failover": "20Mbit",
+    "jobs-fabric": "10Mbit",
+    "jobs-share": "30Mbit",
+    "jobs-weights": "30Mbit",
+}
 SHIPPED_MODES = {
     "collide": [Mode.STP, Mode.ECMP, Mode.FLOWLANE],
     "failover": [Mode.STP, Mode.ECMP, Mode.FLOWLANE],
     "leafspine": [Mode.FIFO, Mode.STATIC, Mode.STP, Mode.ECMP, Mode.FLOWLANE],
+    "jobs-fabric": [Mode.ECMP, Mode.PERFLOW, Mode.FLOWLANE],
+    "jobs-share": [Mode.FIFO, Mode.STATIC, Mode.PERFLOW, Mode.FLOWLANE],
+    "jobs-weights": [Mode.PERFLOW, Mode.FLOWLANE],
 }
 
 BASE: dict[str, Any] = {
@@ -102,6 +111,9 @@ def test_the_scenarios_are_shipped() -> None:
         "failover",
         "incast",
         "isolation",
+        "jobs-fabric",
+        "jobs-share",
+        "jobs-weights",
         "leafspine",
     ]
     assert scenario_files(SCENARIOS)["incast"] == SCENARIOS / "incast.yaml"

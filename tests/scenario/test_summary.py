@@ -125,7 +125,17 @@ def test_scenario_list_shows_every_shipped_scenario() -> None:
     text = render(scenario_list(SCENARIOS, REPO))
     assert f"scenarios in {SCENARIOS}" in text
     table = rows(text)
-    assert list(table) == ["allreduce", "collide", "failover", "incast", "isolation", "leafspine"]
+    assert list(table) == [
+        "allreduce",
+        "collide",
+        "failover",
+        "incast",
+        "isolation",
+        "jobs-fabric",
+        "jobs-share",
+        "jobs-weights",
+        "leafspine",
+    ]
     assert table["allreduce"][1:4] == [
         "dumbbell",
         "allreduce (allreduce), inference (inference)",
@@ -154,6 +164,9 @@ def test_scenario_list_shows_an_invalid_files_error(tmp_path: Path) -> None:
         "failover",
         "incast",
         "isolation",
+        "jobs-fabric",
+        "jobs-share",
+        "jobs-weights",
         "leafspine",
     ]
     assert table["broken"][1:4] == ["-", "-", "-"]

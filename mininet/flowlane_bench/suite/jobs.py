@@ -29,7 +29,13 @@ def workload_jobs(scenario: Scenario) -> list[dict[str, Any]]:
         else:
             endpoints = _bulk_endpoints(workload, ips)
         jobs.append(
-            {"name": workload.name, "class": workload.job, "endpoints": endpoints, "ttl": JOB_TTL}
+            {
+                "name": workload.name,
+                "class": workload.job,
+                "weight": workload.weight,
+                "endpoints": endpoints,
+                "ttl": JOB_TTL,
+            }
         )
     return jobs
 

@@ -11,6 +11,9 @@ Two families compare different things:
   ``fifo`` and ``static`` forward with OVS's ``NORMAL`` (over a spanning tree
   where the fabric has loops), as any fabric without a routing controller
   would; ``flowlane`` is the whole document, its forwarding included.
+- ``perflow`` and ``flowlane`` compare *jobs against flows*: ``perflow`` is
+  the whole document with every class shared per flow and no job
+  registered, so jobs get neither shares nor job-aware placement.
 - ``stp``, ``ecmp`` and ``flowlane`` compare *forwarding* with the same
   classes and queues: ``stp`` forwards with ``NORMAL`` over RSTP, ``ecmp``
   routes the fabric with select groups and places nothing, ``flowlane``
@@ -68,7 +71,21 @@ def mode_document(document: Mapping[str, Any], mode: Mode) -> dict[str, Any]:
     if mode is Mode.ECMP:
         forwarding = {**_forwarding(document), "mode": "fabric", "placement": None}
         return {**_without(document, FORWARDING), FORWARDING: forwarding}
+    if mode is Mode.PERFLOW:
+        return {**document, "classes": per_flow_classes(document.get("classes", {}))}
     return dict(document)
+
+
+def per_flow_classes(classes: Mapping[str, Any]) -> dict[str, Any]:
+    """Every class ``share: per-flow`` (the default): the ``perflow`` mode's classes.
+
+    The mode also registers no job (the runner registers jobs in flowlane mode
+    only), so a fabric places the jobs' flows one by one, as it does flows of no job.
+    """
+    return {
+        name: {**spec, "share": "per-flow"} if isinstance(spec, Mapping) else spec
+        for name, spec in classes.items()
+    }
 
 
 def mode_policy(document: Mapping[str, Any], mode: Mode) -> Policy:

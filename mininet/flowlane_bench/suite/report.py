@@ -19,6 +19,7 @@ how long training took to get back to the new optimum.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -37,6 +38,7 @@ TARGETS = {
     "allreduce_over_alone": ("<=", 1.10),
     "jain": (">=", 0.95),
     "goodput_over_optimum": (">=", 0.95),
+    "jobs_jain": (">=", 0.95),
 }
 """flowlane's targets for the headline figures; FIFO and static are shown next to them."""
 
@@ -84,6 +86,8 @@ class AllReduceResult(_Model):
     """Iterations that started inside the measured window (every worker's, rank 0's view)."""
     iteration_ms_mean: float
     iteration_ms_p99: float
+    iteration_ms_p50: float | None = None
+    """Nearest rank; None in reports written before it was kept."""
     ring_goodput_bps: float
     """Mean over workers of what each sent per second: the rate of one ring link."""
 
@@ -152,6 +156,15 @@ class Headline(_Model):
     allreduce_over_alone: float | None
     jain: float | None
     goodput_over_optimum: float | None = None
+    job_goodput_bps: dict[str, float] = Field(default_factory=dict)
+    """Each job's flows' goodput summed (training workloads registered as jobs in flowlane
+    mode; the same workloads in every mode, registered or not)."""
+    jobs_jain: float | None = None
+    """Jain index of the jobs' goodput per unit of weight: 1.0 when shares follow weights."""
+    jobs_ratio: float | None = None
+    """The first job's goodput over the second's (in the scenario's order)."""
+    allreduce_p50_ms: float | None = None
+    """The slowest all-reduce's median iteration time: a job is as fast as its slowest flow."""
 
 
 class Report(_Model):
@@ -187,8 +200,12 @@ def headline(
     modes: list[str],
     capacity_bps: int,
     optimum_bps: float | None = None,
+    jobs: Mapping[str, int] | None = None,
 ) -> list[Headline]:
-    """One row per mode: each figure against its reference phase, in the same run."""
+    """One row per mode: each figure against its reference phase, in the same run.
+
+    ``jobs``: the training workloads that are jobs, with their weights (job figures).
+    """
     idle = phases[IDLE].inference
     alone = phases.get(ALONE)
     control = phases[CONTROL].inference if CONTROL in phases else None
@@ -216,9 +233,29 @@ def headline(
                 allreduce_over_alone=allreduce_ratio,
                 jain=round(jain_index(goodputs), 4) if len(goodputs) > 1 else None,
                 goodput_over_optimum=_ratio(phase.training_goodput_bps, optimum_bps),
+                **job_figures(phase, jobs or {}),
             )
         )
     return rows
+
+
+def job_figures(phase: PhaseResult, jobs: Mapping[str, int]) -> dict[str, Any]:
+    """Per job goodput, their Jain index by weight and ratio; the slowest all-reduce's p50."""
+    figures: dict[str, Any] = {}
+    goodput = {
+        name: round(sum(f.goodput_bps for f in phase.training_flows if f.workload == name), 1)
+        for name in jobs
+    }
+    if goodput:
+        figures["job_goodput_bps"] = goodput
+    if len(goodput) > 1 and all(goodput.values()):
+        figures["jobs_jain"] = round(jain_index([goodput[n] / jobs[n] for n in goodput]), 4)
+        first, second = list(goodput)[:2]
+        figures["jobs_ratio"] = round(goodput[first] / goodput[second], 3)
+    medians = [a.iteration_ms_p50 for a in phase.allreduce if a.iteration_ms_p50 is not None]
+    if medians:
+        figures["allreduce_p50_ms"] = max(medians)
+    return figures
 
 
 def meets(figure: str, value: float | None) -> bool | None:

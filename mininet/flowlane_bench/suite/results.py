@@ -193,6 +193,7 @@ def allreduce_result(
         iteration_ms=[round((i.end - i.start) * 1000, 3) for i in rank0],
         iteration_ms_mean=round(sum(times) / len(times), 3),
         iteration_ms_p99=percentile(times, 99),
+        iteration_ms_p50=percentile(times, 50),
         ring_goodput_bps=round(sum(f.goodput_bps for f in flows) / len(flows), 1),
     )
     return result, flows, spans

@@ -30,6 +30,7 @@ _JOB_DESCRIPTION = (
     "in flowlane mode, register the workload's hosts and ports as a job of this class"
     " through the REST API before it starts, as a scheduler would"
 )
+_WEIGHT_DESCRIPTION = "the job's weight when registered (its share in a per-job class)"
 SINK_NAME = re.compile(r"sink[0-9]+")
 """Hosts the ``control`` reference adds to the network, one per switch that sends training."""
 HostName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9]{0,9}$")]
@@ -49,6 +50,9 @@ class Mode(StrEnum):
     """The whole policy, forwarded by OVS's ``NORMAL`` over a spanning tree (RSTP)."""
     ECMP = "ecmp"
     """The whole policy, forwarded by the controller's select groups, nothing placed."""
+    PERFLOW = "perflow"
+    """Flowlane without job shares: every class ``share: per-flow`` and no job registered, so
+    a job's flows share their class per flow and a fabric places them flow by flow."""
 
 
 FABRIC_MODES = (Mode.STP, Mode.ECMP)
@@ -141,6 +145,7 @@ class BulkWorkload(_Strict):
     job: Annotated[str, Field(pattern=_CLASS)] | None = Field(
         default=None, description=_JOB_DESCRIPTION
     )
+    weight: int = Field(default=1, ge=1, le=100, description=_WEIGHT_DESCRIPTION)
 
     @model_validator(mode="after")
     def _check_udp(self) -> BulkWorkload:
@@ -167,6 +172,7 @@ class AllReduceWorkload(_Strict):
     job: Annotated[str, Field(pattern=_CLASS)] | None = Field(
         default=None, description=_JOB_DESCRIPTION
     )
+    weight: int = Field(default=1, ge=1, le=100, description=_WEIGHT_DESCRIPTION)
 
 
 class ProbeWorkload(_Strict):
@@ -269,6 +275,11 @@ class Scenario(_Strict):
     @property
     def training(self) -> list[BulkWorkload | AllReduceWorkload]:
         return [w for w in self.workloads if isinstance(w, BulkWorkload | AllReduceWorkload)]
+
+    @property
+    def jobs(self) -> dict[str, int]:
+        """The training workloads registered as jobs in flowlane mode: name → weight."""
+        return {w.name: w.weight for w in self.training if w.job is not None}
 
     @property
     def probes(self) -> list[ProbeWorkload]:

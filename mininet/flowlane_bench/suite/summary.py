@@ -17,7 +17,10 @@ def _num(value: float | None, digits: int = 2) -> str:
 def _mark(figure: str, value: float | None, mode: str) -> str:
     """Flowlane's figures say whether they meet the target; the other modes are context."""
     text = _num(
-        value, 3 if figure in ("goodput_over_capacity", "jain", "goodput_over_optimum") else 2
+        value,
+        3
+        if figure in ("goodput_over_capacity", "jain", "goodput_over_optimum", "jobs_jain")
+        else 2,
     )
     verdict = meets(figure, value)
     if mode != "flowlane" or verdict is None:
@@ -51,6 +54,13 @@ def summary_table(report: Report) -> Table:
     )
     if report.optimum_bps:
         columns += (f"goodput/optimum ({_target('goodput_over_optimum')})",)
+    jobs = any(row.jobs_jain is not None for row in report.headline)
+    slowest = any(row.allreduce_p50_ms is not None for row in report.headline)
+    if jobs:
+        columns += (f"jobs Jain ({_target('jobs_jain')})", "job 1/job 2")
+    if slowest:
+        columns += ("allreduce p50 ms (slowest)",)
+    extra = int(jobs) * 2 + int(slowest)
     for column in columns:
         table.add_column(column, justify="right")
     optimum = report.optimum_bps
@@ -77,6 +87,7 @@ def summary_table(report: Report) -> Table:
             "1.00" if phase.allreduce else "-",
             "-",
             *([_ratio_text(phase.training_goodput_bps, optimum)] if optimum else []),
+            *(["-"] * extra),
             style="dim",
         )
     for row in report.headline:
@@ -98,6 +109,12 @@ def summary_table(report: Report) -> Table:
                 if optimum
                 else []
             ),
+            *(
+                [_mark("jobs_jain", row.jobs_jain, row.mode), _num(row.jobs_ratio, 3)]
+                if jobs
+                else []
+            ),
+            *([_num(row.allreduce_p50_ms, 1)] if slowest else []),
         )
     return table
 
