@@ -15,12 +15,16 @@ import socket
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import redis
 
 from controller.store.client import connect
 from tests.support.redis_server import RedisServer, StartRedis
+
+if TYPE_CHECKING:
+    from tests.support.isolation_modes import IsolationRun
 
 # Starlette 1.x nudges TestClient users from httpx to its fork httpx2; flowlane depends on httpx
 # (the CLI uses it) and the TestClient works with it. The warning fires once, when the first
@@ -82,6 +86,22 @@ def start_redis(tmp_path: Path) -> Iterator[StartRedis]:
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture(scope="session")
+def isolation_modes(tmp_path_factory: pytest.TempPathFactory) -> IsolationRun:
+    """The isolation harness's modes, run once for the session in one Mininet network: read by
+    tests/mininet/test_isolation.py and test_detection.py (``tests.support.isolation_modes``).
+
+    Only the results outlive the run (the network is gone when it returns), so no other
+    module's network meets it.
+    """
+    from flowlane_bench import harness  # Mininet's imports: only the tests that need them
+
+    from tests.support import isolation_modes
+
+    harness.check_prerequisites()
+    return isolation_modes.run(tmp_path_factory.mktemp("isolation"))
 
 
 SERIAL_MARKS = ("ovs", "mininet")

@@ -3,6 +3,8 @@
     python -m flowlane_bench.probe receive --port 7000 --duration 30  # "listening", one JSON line
     python -m flowlane_bench.probe send --host 10.0.0.6 --port 7000 --rate 1000 --duration 28
 
+SIGINT ends a sender early; its report counts the datagrams it sent until then.
+
 Datagram ``i`` carries its number and is due at ``start + i / rate``; a late
 sender catches up rather than shifting the schedule, so a missing number is
 a lost datagram and ``lost / rate`` is the outage in milliseconds of traffic.
@@ -37,23 +39,28 @@ def send(host: str, port: int, rate: float, count: int, size: int) -> dict[str, 
     errors = 0
     latest = 0.0
     start = time.time() + 0.05
-    for seq in range(count):
-        due = start + seq / rate
-        delay = due - time.time()
-        if delay > 0:
-            time.sleep(delay)
-        else:
-            latest = max(latest, -delay)
-        try:
-            sock.sendto(HEADER.pack(seq, time.time()) + padding, (host, port))
-        except OSError:  # no route for a moment: the datagram is lost like any other
-            errors += 1
+    sent = 0
+    try:
+        for seq in range(count):
+            due = start + seq / rate
+            delay = due - time.time()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                latest = max(latest, -delay)
+            try:
+                sock.sendto(HEADER.pack(seq, time.time()) + padding, (host, port))
+            except OSError:  # no route for a moment: the datagram is lost like any other
+                errors += 1
+            sent = seq + 1
+    except KeyboardInterrupt:  # stopped early (SIGINT): the report counts what was sent
+        pass
     sock.close()
     return {
         "rate": rate,
         "size": size,
         "start_unix": start,
-        "sent": count,
+        "sent": sent,
         "send_errors": errors,
         "latest_ms": round(latest * 1000, 3),
     }

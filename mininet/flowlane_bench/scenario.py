@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +53,7 @@ from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemaining
 from controller.cli.render import console as stderr_console  # piped: tables not cut at 80
 from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.errors import FieldError
+from controller.policy.jobs import JobSpec
 from controller.policy.load import load_policy_file
 from controller.policy.model import Policy
 from flowlane_bench import harness, probe, workloads
@@ -90,8 +91,13 @@ from flowlane_bench.suite.spec import (
 from flowlane_bench.topologies import PlannedTopo
 
 SCENARIOS = harness.REPO / "mininet" / "scenarios"
-SETTLE_S = 1.0
-"""Pause after the switches are in sync, so the previous phase's queues have drained."""
+FABRIC_SETTLE_S = 1.0
+"""Pause after a fabric with loops answers its pings, before traffic: its forwarding still
+settles for a moment (RSTP port roles; the controller's discovery and placement rounds).
+Without loops, in sync and answering is ready, and only the queues are waited for."""
+DRAIN_TIMEOUT_S = 10.0
+"""Longest wait for the switch ports' queues to empty before a controller run's traffic starts
+(a full 1000-packet FIFO drains in a quarter of a second at 50 Mbit)."""
 EVENT_INTERVAL_S = 0.2
 """Timeline resolution of scenarios with link events: recovery is read from it."""
 TRACE_BURST = 300
@@ -132,6 +138,16 @@ class Options:
     ramp_s: float
     out: Path
     seed: int = 1
+    reference_s: float | None = None
+    """Seconds measured in each reference phase (idle, alone, control); None: ``duration_s``.
+    A short run's references need no more samples than its modes do."""
+
+
+def measured_s(phase: Phase, options: Options) -> float:
+    """Seconds of a phase's measured window."""
+    if phase.name in REFERENCES and options.reference_s is not None:
+        return options.reference_s
+    return options.duration_s
 
 
 @dataclass(frozen=True)
@@ -163,7 +179,7 @@ def phase_length(phase: Phase, options: Options) -> float:
     """Seconds of traffic in a phase: training's ramp, then the measured window."""
     ramp = options.ramp_s if phase.training and phase.inference else 0.0
     warmup = workloads.INFERENCE_WARMUP_S if phase.inference else options.ramp_s
-    return ramp + warmup + options.duration_s
+    return ramp + warmup + measured_s(phase, options)
 
 
 def environment() -> dict[str, Any]:
@@ -267,7 +283,7 @@ class Runner:
             started_at=started.isoformat(timespec="seconds"),
             finished_at=finished.isoformat(timespec="seconds"),
             phases=done,
-            headline=headline(done, modes, self.capacity_bps, self.optimum_bps),
+            headline=headline(done, modes, self.capacity_bps, self.optimum_bps, self.scenario.jobs),
         )
 
     def _run_group(
@@ -332,6 +348,11 @@ class Runner:
             )
 
         harness.wait_for("every switch to hold the jobs' flows", installed, 30, 0.2)
+        specs = [JobSpec.model_validate(job) for job in jobs]
+        for switch in self.plan.switches:  # a per-job class's queues follow the jobs
+            harness.wait_in_sync(
+                switch.name, session.policy, self.plan.ports_of(switch.name), 30, jobs=specs
+            )
 
     def _check_free(self) -> None:
         """Refuse to start on top of another run: tearing ours down would remove its bridges."""
@@ -433,7 +454,9 @@ class Runner:
             harness.wait_for("every workload host pair to answer a ping", answered, 60, 0.5)
         except TimeoutError as exc:
             raise TimeoutError(f"{exc}: no answer on {sorted(pending)}") from None
-        time.sleep(SETTLE_S)
+        if self.plan.loops:
+            time.sleep(FABRIC_SETTLE_S)
+        wait_drained(self.plan.switch_ports())
 
     def _trace_probe(self, net: Net, workload: ProbeWorkload) -> None:
         """Trace each candidate pair's path with a burst sent alone; keep the first that crosses.
@@ -469,6 +492,7 @@ class Runner:
     ) -> PhaseResult:
         options, scenario = self.options, self.scenario
         length = phase_length(phase, options)
+        window_s = measured_s(phase, options)
         running = workloads.Running()
         probes: list[subprocess.Popen[str]] = []
         measured = phase.name not in REFERENCES
@@ -487,11 +511,11 @@ class Runner:
             events.start(origin)
             if phase.name == CONTROL:
                 paced = control.with_rates(self.control_flows, self.done[ALONE])
-                _start_control(net, paced, length + 0.5, length - options.duration_s, running)
+                _start_control(net, paced, length + 0.5, length - window_s, running)
             elif phase.training:
                 for workload in scenario.training:
                     if isinstance(workload, BulkWorkload):
-                        omit = length - options.duration_s
+                        omit = length - window_s
                         workloads.start_bulk(
                             net, workload, length + 0.5, omit, running, self.interval_s
                         )
@@ -517,7 +541,7 @@ class Runner:
                     workloads.start_inference(
                         net,
                         inference_workload,
-                        options.duration_s,
+                        window_s,
                         options.seed + 100 * index,
                         running,
                     )
@@ -540,7 +564,7 @@ class Runner:
             events.finish()
             for process in [*running.all(), *probes]:
                 harness.stop_process(process)
-        window = (window_start, window_start + options.duration_s)
+        window = (window_start, window_start + window_s)
         inference = results.inference_result(collected.inference) if phase.inference else None
         bulk = [results.iperf_flow(run) for run in collected.bulk]
         allreduce = [
@@ -773,6 +797,24 @@ def _session(policy_file: Path, log: Path, ofp_port: int, with_api: bool) -> Ite
             yield _Session(ctl.policy, ctl.log, ctl.process.poll)
 
 
+def queued_packets(ports: Iterable[str]) -> int:
+    """Packets waiting in the qdiscs of ``ports`` (switch ports, in this namespace) now."""
+    done = subprocess.run(
+        ["tc", "-s", "-j", "qdisc", "show"], capture_output=True, text=True, check=True
+    )
+    wanted = set(ports)
+    return sum(int(q.get("qlen", 0)) for q in json.loads(done.stdout) if q.get("dev") in wanted)
+
+
+def wait_drained(ports: Iterable[str]) -> None:
+    """Until no packet of an earlier phase waits in a switch port's queue: a phase starts on
+    empty queues (in place of a fixed pause; by the time a controller is in sync they
+    usually are)."""
+    harness.wait_for(
+        "the switch ports' queues to drain", lambda: queued_packets(ports) == 0, DRAIN_TIMEOUT_S
+    )
+
+
 def _sleep_until(moment: float) -> None:
     delay = moment - time.time()
     if delay > 0:
@@ -825,8 +867,12 @@ def run(
     out: Path | None = None,
     console: Console | None = None,
     on_report: Callable[[Report, Path], None] | None = None,
+    reference_s: float | None = None,
 ) -> tuple[Report, Path]:
-    """Run one scenario end to end and write its report; the CLI and the tests call this."""
+    """Run one scenario end to end and write its report; the CLI and the tests call this.
+
+    ``reference_s`` shortens the reference phases' measured window (the tests' short runs).
+    """
     from flowlane_bench.suite.plots import write_plots
     from flowlane_bench.suite.summary import events_table, summary_table
 
@@ -838,12 +884,15 @@ def run(
         duration_s=duration_s or scenario.duration,
         ramp_s=scenario.ramp,
         out=out or default_out(scenario.name),
+        reference_s=reference_s,
     )
     columns = (TextColumn("{task.description:>9}"), BarColumn(), TimeRemainingColumn())
     with signals_unwind(), Progress(*columns, console=console) as progress:
         console.print(
             f"scenario [bold]{scenario.name}[/]: modes {', '.join(map(str, options.modes))},"
-            f" {options.duration_s:g} s measured per phase; output in {options.out}"
+            f" {options.duration_s:g} s measured per phase"
+            + (f" ({reference_s:g} s per reference)" if reference_s is not None else "")
+            + f"; output in {options.out}"
         )
         report = Runner(loaded, options, progress).run()
     report.plots = write_plots(report, options.out)

@@ -11,34 +11,26 @@ the same run.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 from flowlane_bench import isolation
 
+from tests.support.isolation_modes import CONFIG, IsolationRun
+
 pytestmark = pytest.mark.mininet
 
-# Training runs 3 s before inference is measured: until a flow has sent the policy's 1 MiB
-# and been detected, it shares the latency queue (the price of knowing no flow sizes).
-CONFIG = isolation.ScenarioConfig(idle_s=2.0, loaded_s=4.0, ramp_s=3.0, inference_rate=200.0)
-MODES = {
-    "flowlane": isolation.POLICIES / "detection.yaml",
-    "fifo": isolation.POLICIES / "fifo.yaml",
-}
+DETECTION = "detection"
+"""The mode of the shared run (``isolation_modes``) under ``policies/examples/detection.yaml``."""
 DEMOTION = re.compile(r"tcp (\S+):(\d+) > (\S+):(\d+) inference -> training \(bytes, ([\d.]+) s")
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, isolation.ModeResult], str]:
-    workdir: Path = tmp_path_factory.mktemp("detection")
-    results = {r.mode: r for r in isolation.run(MODES, CONFIG, workdir)}
-    log = (workdir / "controller-flowlane.log").read_text()
-    for result in results.values():
-        print(
-            f"{result.mode}: loaded p99 {result.loaded_ms('p99'):.2f} ms,"
-            f" goodput {result.goodput_bps / 1e6:.1f} Mbit/s, class bytes {result.class_bytes}"
-        )
-    return results, log
+def run(isolation_modes: IsolationRun) -> tuple[dict[str, isolation.ModeResult], str]:
+    """The shared run's FIFO and detection modes, by the names this module's tests read them
+    under, and the detection controller's log."""
+    results = isolation_modes.results
+    chosen = {"flowlane": results[DETECTION], "fifo": results["fifo"]}
+    return chosen, isolation_modes.controller_log(DETECTION)
 
 
 def test_training_flows_are_detected_and_demoted(

@@ -74,6 +74,8 @@ LINK_GOODPUT_BPS = 0.94 * LINK_BPS
 CONVERGE_S = 15.0
 PROBE_RATE = 500
 PROBE_PORT = 7000
+PROBE_QUIET_S = 1.0
+"""A probe receiver stops this long after the last datagram (1000 ms of loss: over any limit)."""
 IPERF_PORT = 5201
 
 POLICY = """\
@@ -354,8 +356,14 @@ def probe_stream(
     fabric: Fabric, src: str, dst: str, seconds: float, started: list[subprocess.Popen[str]]
 ) -> Iterator[list[ProbeResult]]:
     """A numbered UDP stream at ``PROBE_RATE`` from ``src`` to ``dst`` during the body; the
-    result is in the yielded list once the body is done and the stream has ended."""
-    receiver = probe.start_receiver(fabric.host(dst), PROBE_PORT, seconds + 3)
+    result is in the yielded list once the body is done and the stream has ended.
+
+    The receiver ends once the stream has been quiet for ``PROBE_QUIET_S``: a gap that long
+    inside the stream is more loss than any test here allows, so nothing waits out a spare
+    few seconds after the stream."""
+    receiver = probe.start_receiver(
+        fabric.host(dst), PROBE_PORT, seconds + 3, quiet_s=PROBE_QUIET_S
+    )
     started.append(receiver)
     sender = probe.start_sender(
         fabric.host(src), fabric.ip(dst), PROBE_PORT, PROBE_RATE, 64, seconds=seconds

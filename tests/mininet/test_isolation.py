@@ -4,38 +4,25 @@ One Mininet network, two training senders, one inference client, one server
 behind a 50 Mbit port. The same run measures the flowlane policy and a
 single-queue FIFO policy (the controller restarts with the other policy and
 the switch reconciles to it), so the comparison holds on a noisy machine.
+The run is shared with test_detection (``isolation_modes``: one network, one
+FIFO baseline; ``tests.support.isolation_modes``).
 Margins are wide on purpose; the figures themselves belong to the benchmark
 (``make bench``).
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-from flowlane_bench import harness, isolation
+from flowlane_bench import isolation
+
+from tests.support.isolation_modes import CONFIG, IsolationRun
 
 pytestmark = pytest.mark.mininet
 
-CONFIG = isolation.ScenarioConfig(idle_s=1.0, loaded_s=2.0, ramp_s=2.0, inference_rate=200.0)
-"""Seconds per phase: 200 idle and 400 loaded samples at 200 requests/s, enough for the wide
-margins below (FIFO's loaded p99 is seconds, flowlane's under a millisecond: 4968 ms against
-0.64 ms measured with twice these phases); the figures themselves come from `make bench`."""
-
 
 @pytest.fixture(scope="module")
-def results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, isolation.ModeResult]:
-    harness.check_prerequisites()
-    workdir: Path = tmp_path_factory.mktemp("isolation")
-    by_mode = {result.mode: result for result in isolation.run(isolation.MODES, CONFIG, workdir)}
-    for result in by_mode.values():
-        print(
-            f"{result.mode}: idle p99 {result.idle['latency_ms']['p99']:.2f} ms,"
-            f" loaded p99 {result.loaded_ms('p99'):.2f} ms,"
-            f" goodput {result.goodput_bps / 1e6:.1f} Mbit/s,"
-            f" class bytes {result.class_bytes}"
-        )
-    return by_mode
+def results(isolation_modes: IsolationRun) -> dict[str, isolation.ModeResult]:
+    return isolation_modes.results
 
 
 def test_fifo_baseline_shows_the_problem(results: dict[str, isolation.ModeResult]) -> None:
