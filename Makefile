@@ -45,6 +45,8 @@ bench: ovs scenarios
 	.venv/bin/python -m flowlane_bench.bench_classifier
 	.venv/bin/python -m flowlane_bench.bench_soak --out bench-soak.json
 	.venv/bin/python -m flowlane_bench.bench_api_abuse --out bench-api-abuse.json
+	.venv/bin/python -m flowlane_bench.bench_sentinel --out bench-sentinel.json
+	.venv/bin/python -m flowlane_bench.bench_takeover --out bench-takeover.json
 
 lint: setup
 	.venv/bin/ruff check .

@@ -147,7 +147,7 @@ def controller(
         link = RedisLink(redis_url, name, metrics=metrics)
         active = ActivePolicy(*link.bootstrap(file_policy, document))
         # Every controller sharing this Redis masters its share of the switches.
-        leases = Leases(connect(redis_url), name, ttl_s=lease_ttl)
+        leases = Leases(connect(redis_url), name, ttl_s=lease_ttl, time_floor=True)
     settings = ControllerSettings(
         active=active,
         ovsdb=Ovsdb(ovsdb),

@@ -11,6 +11,12 @@ election is needed: ``assign`` is a pure function of that reading.
 - No storm: only the moves balance needs are made (a new instance takes its
   share, the others keep the rest), and a dead instance's switches go to the
   least loaded.
+- Nothing lost in a hand-over: a switch whose owner is live moves only to an
+  instance *ready* for it (it has followed the switch for one link timeout and read
+  the hosts the others published: ``controller.openflow.fabric_owner``), so a
+  starting instance takes its share once it knows the fabric, not before.  A switch
+  without a live owner goes to a ready instance if one can take it, else to any:
+  a switch with no master at all is worse than one mastered from a partial view.
 """
 
 from __future__ import annotations
@@ -27,13 +33,20 @@ def _spread(dpid: int, instance: str) -> bytes:
 def assign(
     instances: Mapping[str, Set[int]],
     current: Mapping[int, str],
+    ready: Mapping[str, Set[int]] | None = None,
 ) -> dict[int, str]:
     """The owner of every switch some live instance is connected to.
 
     ``instances``: live instance id -> the switches it is connected to.
     ``current``: switch -> its owner now (owners not live, or not connected to it, are
     ignored).  Switches no live instance is connected to are left out.
+    ``ready``: live instance id -> the switches it is ready to master (None, or an
+    instance missing: every switch it is connected to).
     """
+
+    def is_ready(instance: str, dpid: int) -> bool:
+        return ready is None or instance not in ready or dpid in ready[instance]
+
     candidates: dict[int, list[str]] = {}
     for instance in sorted(instances):
         for dpid in instances[instance]:
@@ -47,10 +60,14 @@ def assign(
             load[holder] += 1
     for dpid in sorted(candidates):
         if dpid not in owner:
-            chosen = min(candidates[dpid], key=lambda i: (load[i], _spread(dpid, i)))
+            chosen = min(
+                candidates[dpid],
+                key=lambda i: (not is_ready(i, dpid), load[i], _spread(dpid, i)),
+            )
             owner[dpid] = chosen
             load[chosen] += 1
-    _balance(owner, load, candidates)
+    movable = {dpid: [i for i in found if is_ready(i, dpid)] for dpid, found in candidates.items()}
+    _balance(owner, load, movable)
     return owner
 
 

@@ -40,6 +40,9 @@ class Reading:
     owners: Mapping[int, Owner] = field(default_factory=dict)
     generations: Mapping[int, int] = field(default_factory=dict)
     """The generation counter of each switch this instance is connected to (0: never taken)."""
+    ready: Mapping[str, frozenset[int]] | None = None
+    """Live instance -> the switches it is ready to master (None: every one it is
+    connected to); see ``assign``."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def decide(me: str, reading: Reading, fresh: Set[int] = frozenset()) -> Decision
     instances = dict(reading.instances)
     connected = instances.get(me, frozenset())
     current = {dpid: owner.instance for dpid, owner in reading.owners.items()}
-    assignment = assign(instances, current)
+    assignment = assign(instances, current, reading.ready)
     take: set[int] = set()
     release: set[int] = set()
     roles: dict[int, Role] = {}

@@ -6,6 +6,12 @@ switches, and publish the role of every connected switch.  It blocks on Redis,
 so it runs on the Redis link's heartbeat thread (one thread whatever the number
 of switches), every beat and at once when asked (``wake``: a new switch, a step-down).
 
+Between renewals a watch (``start_watch``, its own thread, every
+``WATCH_INTERVAL_S``) ends the leases of instances whose process is gone
+(``controller.mastership.presence``) and runs a round at once whenever the set of
+live instances changed: a killed instance's switches are taken within about one
+watch, not after its lease's TTL; a paused one's when its TTL is over.
+
 Redis unreachable: the roles stay as they are.  A master goes on writing (the
 switch fences it if another instance takes over meanwhile); a switch that
 connects meanwhile waits for Redis to be told its role.
@@ -15,12 +21,17 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence, Set
 from typing import Protocol
 
+import redis
+
 from controller.mastership.changes import Change
-from controller.mastership.decide import Decision, Role, decide
+from controller.mastership.decide import Decision, Reading, Role, decide
 from controller.mastership.leases import Leases
+from controller.mastership.presence import WATCH_INTERVAL_S
 from controller.store.errors import StoreUnavailableError
 
 LOG = logging.getLogger("flowlane.controller")
@@ -46,9 +57,13 @@ class LeaseKeeper:
         connected: Callable[[], Set[int]],
         publish: Publish,
         wake: Callable[[], None] = lambda: None,
+        ready: Callable[[], Set[int]] | None = None,
     ) -> None:
+        """``ready``: the connected switches this instance could master without losing
+        anything (the fabric owner's, through ``FabricExchange``); None: all of them."""
         self.leases = leases
         self._connected = connected
+        self._ready = ready
         self._publish = publish
         self._wake = wake
         self._refused: queue.SimpleQueue[int] = queue.SimpleQueue()
@@ -61,7 +76,15 @@ class LeaseKeeper:
         self._changes: list[Change] = []
         self._down_told: set[int] = set()
         """Refused switches whose step-down is told already, until a round succeeds."""
-        """What the round under way did, told to the observers at its end."""
+        self.reading: Reading | None = None
+        """What the last round read (replaced whole: observers read it after the round)."""
+        self._live: frozenset[str] = frozenset()
+        """The live instances the last round read (replaced whole: the watch reads it)."""
+        self._unwatched = threading.Event()
+        self._watcher: threading.Thread | None = None
+        self._clock: Callable[[], float] = time.monotonic
+        self._renewed_at: float | None = None
+        """When the last successful round began: the lease it renewed holds until a TTL after."""
 
     @property
     def instance_id(self) -> str:
@@ -85,8 +108,75 @@ class LeaseKeeper:
         """What makes the thread running ``round`` run one now (the Redis link's beat)."""
         self._wake = wake
 
+    def start_watch(self, interval_s: float = WATCH_INTERVAL_S) -> None:
+        """Watch the other instances' connections every ``interval_s`` on a thread of its
+        own (one per process, whatever the number of switches) until ``resign``."""
+        if self._watcher is not None:
+            return
+        self._unwatched.clear()
+        self._watcher = threading.Thread(
+            target=self._watch_loop, args=(interval_s,), name="mastership-watch", daemon=True
+        )
+        self._watcher.start()
+
+    def stop_watch(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        self._unwatched.set()
+        if watcher is not None and watcher is not threading.current_thread():
+            watcher.join(timeout=1.0)
+
+    def _watch_loop(self, interval_s: float) -> None:
+        while not self._unwatched.wait(interval_s):
+            try:
+                self.watch_once()
+            except Exception:
+                LOG.exception("mastership: watch failed")
+
+    def watch_once(self) -> bool:
+        """One look (``Leases.watch``); wakes a round when the live instances changed since
+        the last round.  True when it woke one."""
+        try:
+            watched = self.leases.watch()
+        except StoreUnavailableError:
+            return False  # the round says so, and when Redis is back
+        except redis.ResponseError as exc:
+            # CLIENT LIST refused (an ACL): leases end by their TTL alone, as before.
+            LOG.error(
+                "mastership: cannot watch the other instances' connections (%s); a killed"
+                " instance's switches are taken when its lease expires",
+                exc,
+            )
+            self._unwatched.set()
+            return False
+        for instance in watched.ended:
+            LOG.warning(
+                "mastership: instance %s has no connection to Redis left (its process is"
+                " gone): its lease is ended, its switches are taken now",
+                instance,
+            )
+        if watched.live != self._live:
+            self._wake()
+            return True
+        return False
+
+    def may_write(self, dpid: int) -> bool:
+        """Whether this instance may still write what no switch fences: a bridge's queues in
+        OVSDB, which a stale master's flow-mods (refused by the switch) do not cover.
+
+        Yes only while the switch is this instance's as of the last round and that round
+        began less than a lease TTL ago (a lease renewed then cannot have expired yet). A
+        process woken from a pause longer than its TTL answers no at once, before its keeper
+        has run again and before its switch actors have heard that they stepped down.
+        Called from any thread (the blocking pool, just before the write)."""
+        renewed_at = self._renewed_at
+        role = self.roles.get(dpid)
+        if renewed_at is None or role is None or role.name != "master":
+            return False
+        return self._clock() - renewed_at < self.leases.ttl_s
+
     def round(self) -> Mapping[int, Role] | None:
         """One renewal; the roles published, or None when Redis did not answer."""
+        began = self._clock()
         fresh: set[int] = set()
         while not self._refused.empty():
             fresh.add(self._refused.get_nowait())
@@ -115,6 +205,7 @@ class LeaseKeeper:
         self._lost(roles)
         self._down_told.clear()
         self.roles = roles
+        self._renewed_at = began
         self._publish(roles)
         self._tell_observers(roles)
         return roles
@@ -144,7 +235,9 @@ class LeaseKeeper:
 
     def _round(self, connected: frozenset[int], fresh: set[int]) -> dict[int, Role]:
         leases = self.leases
-        renewal = leases.renew(connected)
+        ready = None if self._ready is None else frozenset(self._ready())
+        renewal = leases.renew(connected, ready)
+        self.reading = renewal.reading
         me = self.instance_id
         if renewal.status == "conflict":
             if not self._conflict:
@@ -159,6 +252,7 @@ class LeaseKeeper:
             return {dpid: Role("slave", generations.get(dpid, 0)) for dpid in connected}
         self._conflict = False
         reading = renewal.reading
+        self._live = frozenset(reading.instances)
         if renewal.status == "registered":
             if self._registered:
                 # Paused or cut off past the TTL: others may hold our switches now. What we
@@ -205,6 +299,7 @@ class LeaseKeeper:
 
     def resign(self) -> None:
         """A clean stop: end the lease and release every switch now."""
+        self.stop_watch()
         try:
             self.leases.resign()
         except StoreUnavailableError as exc:

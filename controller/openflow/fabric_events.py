@@ -20,6 +20,8 @@ from types import MappingProxyType
 from typing import Final, TypeAlias
 
 from controller.classify.records import ObservedFlow
+from controller.fabric.model import Path
+from controller.flowid import FlowId
 from controller.pipeline.plan import PortState
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
@@ -40,7 +42,10 @@ class SwitchPorts:
 
 @dataclass(frozen=True)
 class SwitchGone:
-    """The connection serving ``dpid`` closed (only the one being served, not a twin)."""
+    """The connection serving ``dpid`` closed (only the one being served, not a twin).
+
+    With several controllers only this instance's connection went: the switch stays in
+    the fabric while another instance is connected to it (``FabricShared.attached``)."""
 
     dpid: int
     now: float = UNSTAMPED
@@ -110,6 +115,74 @@ class PlacementTick:
     now: float = UNSTAMPED
 
 
+@dataclass(frozen=True)
+class SharedPin:
+    """A pinned elephant as another instance published it (``controller.mastership.pins``):
+    times are Unix time, since another process's monotonic clock means nothing here."""
+
+    flow: FlowId
+    path: Path
+    since_wall: float
+    quiet_since_wall: float | None = None
+
+
+@dataclass(frozen=True)
+class SharedHost:
+    """A host as the master of its switch published it (``controller.mastership.hosts``)."""
+
+    mac: int
+    port: int
+    ipv4: int | None = None
+
+
+@dataclass(frozen=True)
+class FabricShared:
+    """With several controllers, after every renewal: what this instance masters now and
+    what every instance's owner publishes for the switches it masters (read from Redis).
+
+    - ``pins`` by source switch: the master of a flow's source switch places it; every
+      instance plans every switch with every instance's pins (a pinned path is the same
+      on each of its hops), and a new master starts from its predecessor's (a takeover
+      re-places nothing);
+    - ``hosts`` by the switch they were learned at: an instance that starts, or whose
+      connection to a switch dropped, plans with the hosts the others know (a host that
+      is silent is never re-learned from packet-ins);
+    - ``attached``: the switches some live instance is connected to (None: not known):
+      a switch whose connection to *this* instance dropped is still part of the fabric
+      until no instance is connected to it."""
+
+    mastered: frozenset[int]
+    pins: Mapping[int, tuple[SharedPin, ...]] = field(default_factory=dict)
+    now: float = UNSTAMPED
+    hosts: Mapping[int, tuple[SharedHost, ...]] = field(default_factory=dict)
+    attached: frozenset[int] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pins", MappingProxyType(dict(self.pins)))
+        object.__setattr__(self, "hosts", MappingProxyType(dict(self.hosts)))
+
+
+@dataclass(frozen=True)
+class FabricOffer:
+    """What the owner offers the other instances (``FabricOwner``'s ``share``), replaced
+    whole when it changes: the pins and hosts of every switch this instance masters, and
+    the switches it is ready to master without losing anything (it has followed them for
+    one link timeout and read the shared hosts): a rebalance hands it only those."""
+
+    pins: Mapping[int, tuple[SharedPin, ...]]
+    hosts: Mapping[int, tuple[SharedHost, ...]]
+    ready: frozenset[int]
+
+
+@dataclass(frozen=True)
+class MasterConfirmed:
+    """The switch confirmed this instance as its master: its LLDP probes go out at once
+    (the links out of it were silent since its previous master stopped)."""
+
+    dpid: int
+    now: float = UNSTAMPED
+
+
 FabricMessage: TypeAlias = (
     SwitchPorts
     | SwitchGone
@@ -120,5 +193,7 @@ FabricMessage: TypeAlias = (
     | PacketIn
     | DiscoveryTick
     | PlacementTick
+    | FabricShared
+    | MasterConfirmed
 )
 """Every event the fabric's owner receives."""

@@ -21,7 +21,39 @@ placement rounds with ``schedule``.  Outputs go through injected callables:
   inputs of every known switch;
 - observers: ``fabric_events`` (links, hosts, placements, as they happen) and
   ``fabric_changed`` (an immutable ``FabricSnapshot`` for the API, every
-  discovery round), plus the fabric metrics.
+  discovery round), plus the fabric metrics;
+- ``share(offer)``: with several controllers, the pins and hosts of the switches
+  this instance masters, and the switches it is ready to master, for the others
+  (``controller.mastership.pins``, ``hosts``; ``FabricOffer``).
+
+With several controllers every instance learns the whole topology itself (slaves
+read ports and get packet-ins too: ``controller.switch.slave``), but what it learns
+alone is not enough to plan a switch it takes over:
+
+- only the master of a flow's source switch sees its counters, so pins are shared:
+  ``FabricShared`` says which switches this instance masters and brings every
+  instance's pins.  The owner places the elephants of its own switches, plans every
+  switch with every instance's pins, and on taking a switch over adopts the pins its
+  previous master published (kept until the flow shows up in this instance's
+  counters, then judged by placement as its own): a takeover re-places nothing;
+- a host is learned from its packet-ins, and a host whose routes are installed
+  sends none: an instance that starts (or restarts) would not know it for as long as
+  it stays silent.  So the master of each switch publishes the hosts at it, and every
+  instance adds those it does not know (``_shared_hosts``);
+- a new instance takes a share of the switches (a rebalance) only once it is
+  *ready* for them: it has followed each for one link timeout (its links and edge
+  ports are known) and has read the shared hosts; until then the live owners keep
+  them (``controller.mastership.assign``);
+- one instance's connection to a switch dropping says nothing about the switch: it
+  stays in the fabric, with its links and hosts, while another instance is connected
+  to it (``FabricShared.attached``); only when no instance is does it go;
+- LLDP out of a switch is sent by its master alone, so when that master stops (a
+  pause, a kill) every link out of the switch falls silent at once, though none
+  failed.  A link is declared down on silence only when its ends are heard
+  otherwise (other probes from its source and to its destination arrive); a switch
+  silent as a whole is given a second timeout, by which its new master, which
+  probes at once when the switch confirms it (``MasterConfirmed``), is heard.
+  Port status still takes a link down at once.
 """
 
 from __future__ import annotations
@@ -35,7 +67,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Protocol
+from typing import Any, Protocol
 
 from controller.classify.records import ObservedFlow
 from controller.fabric.model import Host, Link, PortRef, Topology
@@ -53,12 +85,17 @@ from controller.openflow.fabric_events import (
     UNSTAMPED,
     DiscoveryTick,
     FabricMessage,
+    FabricOffer,
+    FabricShared,
     FlowsSeen,
     JobsChanged,
+    MasterConfirmed,
     PacketIn,
     PlacementTick,
     PolicyChanged,
     PortRates,
+    SharedHost,
+    SharedPin,
     SwitchGone,
     SwitchPorts,
 )
@@ -89,6 +126,10 @@ ARP_REPLY = 2
 PLACEMENT_OFF_INTERVAL_S = 1.0
 """How often a placement round checks whether placement was turned on."""
 
+STALLED_INTERVALS = 2.5
+"""A discovery round this many LLDP intervals after the previous one: the process was
+stalled (paused, starved) meanwhile (several controllers: see ``_silent``, ``_ready``)."""
+
 SendPacket = Callable[[int, Sequence[int], bytes], None]
 """(dpid, output ports, frame): a packet-out."""
 
@@ -97,6 +138,11 @@ _lldp_frame = lru_cache(maxsize=1 << 16)(frames.lldp_frame)
 round at 100 switches otherwise), bounded so ports that come and go cannot grow it."""
 Publish = Callable[[frozenset[int], Mapping[int, FabricInputs]], None]
 """(switches whose inputs changed, the inputs of every known switch)."""
+Share = Callable[[FabricOffer], None]
+"""What this instance offers the others, when it changed: see ``FabricShared``."""
+INHERITED_GRACE_S = 10.0
+"""How long a pin taken over with its switch is kept without its flow showing up in this
+instance's counters (the first detection polls after a takeover), before it goes."""
 Schedule = Callable[[float, FabricMessage], object]
 """(delay in seconds, event): tell the owner ``event`` after the delay (``Ref.tell_after``)."""
 
@@ -116,6 +162,11 @@ class _Switch:
     """When each port was last seen coming up: a port is an edge port only once settled."""
     observed: tuple[ObservedFlow, ...] = ()
     tx_bps: Mapping[int, float] | None = None
+    attached_since: float = -math.inf
+    """When this instance's connection to it last reported its ports."""
+    attached: bool = True
+    """This instance is connected to it (several controllers: a switch whose connection
+    here dropped is kept while another instance is connected to it)."""
 
 
 class FabricOwner:
@@ -134,6 +185,7 @@ class FabricOwner:
         wall: Callable[[], float] = time.time,
         clock: Callable[[], float] | None = None,
         jobs: Sequence[JobSpec] = (),
+        share: Share | None = None,
     ) -> None:
         """``observers`` is kept by reference (the settings' list: observers added later are
         told too).  ``wall`` gives Unix time for what the owner shows (a pin's ``since``, a
@@ -144,7 +196,9 @@ class FabricOwner:
         round is dated when it runs.  Without it every event must carry its time, and a
         tick carries the time it is due (tests).
 
-        ``jobs``: the registered jobs at start; ``JobsChanged`` brings every change."""
+        ``jobs``: the registered jobs at start; ``JobsChanged`` brings every change.
+
+        ``share``: several controllers (see the module's docstring); None: the only one."""
         self._policy = policy
         self._jobs = _job_endpoints(jobs)
         self._pin_job: dict[FlowId, str] = {}
@@ -168,6 +222,29 @@ class FabricOwner:
         self._switches: dict[int, _Switch] = {}
         self._link_seen: dict[Link, float] = {}
         self._pins: dict[FlowId, Pin] = {}
+        """The pins this instance placed (of the switches it masters, with several)."""
+        self._share = share
+        self._mastered: frozenset[int] | None = None
+        """Switches this instance masters (None: the only controller, or not told yet)."""
+        self._shared: dict[int, dict[FlowId, Pin]] = {}
+        """Every instance's published pins by source switch, on this owner's clock."""
+        self._inherited: dict[FlowId, tuple[Pin, float]] = {}
+        """Pins taken over with their source switch, not yet seen here, and since when."""
+        self._offered: FabricOffer | None = None
+        self._several = share is not None
+        self._shared_read = False
+        """A ``FabricShared`` arrived: the hosts the other instances know are adopted."""
+        self._attached_anywhere: frozenset[int] | None = None
+        """Switches some live instance is connected to, as of the last ``FabricShared``."""
+        self._heard_from: dict[int, float] = {}
+        """When an LLDP probe sent out of each switch last arrived (its master sends)."""
+        self._heard_at: dict[int, float] = {}
+        """When an LLDP probe last arrived at each switch (its connection here answers)."""
+        self._offered_topology: Topology | None = None
+        self._last_tick = -math.inf
+        self._awake_since = -math.inf
+        """Since when this owner runs its rounds again after a stall (a ``SIGSTOP``): what
+        it heard before is old news, what it did not hear meanwhile is no news."""
         self._pin_info: dict[FlowId, PinInfo] = {}
         self._published: dict[int, FabricInputs] = {}
         """What each switch was last handed, so only a change is published."""
@@ -211,10 +288,16 @@ class FabricOwner:
             self._packet_in(event.dpid, event.in_port, event.data)
         elif isinstance(event, DiscoveryTick):
             self._discovery_tick()
+        elif isinstance(event, FabricShared):
+            self._fabric_shared(event)
+        elif isinstance(event, MasterConfirmed):
+            self._master_confirmed(event.dpid)
         else:
             self._placement_tick()
         if self._regroup and self.enabled and not isinstance(event, PlacementTick):
             self._place(self._now)  # at once: a job's flows need not wait for the next round
+        if self._offered_topology is not self._topology:
+            self._offer()  # hosts learned or gone at a switch this instance masters
         self._publish_inputs()
 
     @property
@@ -226,7 +309,9 @@ class FabricOwner:
     def _switch_ports(self, dpid: int, ports: Sequence[PortState]) -> None:
         """Adopt the switch's ports; drop what went down; probe what came up at once."""
         now = self._now
-        switch = self._switches.setdefault(dpid, _Switch({}, {}))
+        switch = self._switches.setdefault(dpid, _Switch({}, {}, attached_since=now))
+        if not switch.attached:
+            switch.attached, switch.attached_since = True, now  # connected here again
         topology = self._topology.with_switch(dpid)
         current = {port.number: port for port in ports}
         for number, old in list(switch.ports.items()):
@@ -250,7 +335,26 @@ class FabricOwner:
             self._probe(dpid, port)  # find the link now, not at the next round
 
     def _switch_gone(self, dpid: int) -> None:
+        """Alone: the switch is gone.  With several controllers: only this instance's
+        connection is, unless no live instance is connected to it any more."""
+        switch = self._switches.get(dpid)
+        anywhere = self._attached_anywhere
+        if self._several and switch is not None and (anywhere is None or dpid in anywhere):
+            switch.attached = False
+            self._published.pop(dpid, None)
+            self._dirty = True
+            LOG.info(
+                "fabric: switch %016x disconnected from this instance; kept while another"
+                " instance is connected to it",
+                dpid,
+            )
+            return
+        self._forget_switch(dpid)
+
+    def _forget_switch(self, dpid: int) -> None:
         self._switches.pop(dpid, None)
+        self._heard_from.pop(dpid, None)
+        self._heard_at.pop(dpid, None)
         self._published.pop(dpid, None)
         self._link_seen = {
             link: seen
@@ -325,6 +429,8 @@ class FabricOwner:
     def _lldp(self, src: PortRef, dst: PortRef) -> None:
         link = Link(src, dst)
         self._link_seen[link] = self._now
+        self._heard_from[src.dpid] = self._now
+        self._heard_at[dst.dpid] = self._now
         # Even from a switch not (yet) connected: the receiving port faces a switch, so it
         # must stop being an edge port; the link carries traffic once both ends are known.
         self._adopt(self._topology.with_link(link), f"link {src} -> {dst}")
@@ -362,7 +468,7 @@ class FabricOwner:
         self._flood_edges(data, PortRef(dpid, in_port))
 
     def _flood_edges(self, data: bytes, origin: PortRef) -> None:
-        for dpid in list(self._switches):
+        for dpid in self._attached():
             ports = sorted(
                 p for p in self._edge_ports(dpid, self._now) if PortRef(dpid, p) != origin
             )
@@ -422,8 +528,10 @@ class FabricOwner:
         if not self.enabled or (not self._dirty and self._now < self._settle_due):
             return
         now, settle = self._now, self._settle_s()
-        up_since = {dpid: switch.up_since for dpid, switch in self._switches.items()}
-        inputs = switch_inputs(self._topology, up_since, self._pins, now, settle)
+        up_since = {
+            dpid: switch.up_since for dpid, switch in self._switches.items() if switch.attached
+        }
+        inputs = switch_inputs(self._topology, up_since, self.pins(), now, settle)
         changed = changed_switches(self._published, inputs)
         self._published = inputs
         self._dirty = False
@@ -438,19 +546,30 @@ class FabricOwner:
 
     def _discovery_tick(self) -> None:
         """Next round first (a failing round must not end discovery), then this one."""
-        now = self._now
         discovery = self._policy.forwarding.discovery
         self._schedule(discovery.lldp_interval, DiscoveryTick(self._due(discovery.lldp_interval)))
+        last, self._last_tick = self._last_tick, self._now
+        stalled = self._now - last > STALLED_INTERVALS * discovery.lldp_interval
+        if self._several and stalled and last > -math.inf:
+            LOG.warning(
+                "fabric: no discovery round for %.1f s (this process was paused or starved):"
+                " links are judged, and switches taken, once probes had time to arrive again",
+                self._now - last,
+            )
+            self._awake_since = self._now
         if not self.enabled:
             return
         probes = [
             (dpid, port)
             for dpid, switch in self._switches.items()
+            if switch.attached
             for port in switch.ports.values()
             if port.up
         ]
         expired = [
-            link for link, seen in self._link_seen.items() if now - seen > discovery.link_timeout
+            link
+            for link, seen in self._link_seen.items()
+            if self._silent(link, seen, discovery.link_timeout)
         ]
         for link in expired:
             del self._link_seen[link]
@@ -469,6 +588,52 @@ class FabricOwner:
         # much for every LLDP frame of a fabric coming up): the API's view is at most one
         # round old, and ``updated`` tells it the controller is alive.
         self._publish_snapshot()
+        self._offer()  # switches become ready with time
+
+    def _silent(self, link: Link, seen: float, timeout: float) -> bool:
+        """Whether ``link`` is down for want of LLDP (see the module's docstring).
+
+        Alone, this instance sends every probe: silence past ``timeout`` is down.  With
+        several controllers, only the source's master sends, and only a connection to the
+        destination hears: a link into a switch not connected here is never judged here
+        (the other end's port status, or the switch gone everywhere, takes it down); a
+        link whose source or destination is silent as a whole is given a second timeout
+        (its source's master stopped: the next one probes when confirmed)."""
+        now = self._now
+        if now - seen <= timeout:
+            return False
+        if not self._several:
+            return True
+        dst = self._switches.get(link.dst.dpid)
+        if dst is None or not dst.attached:
+            return False
+        since = max(seen, dst.attached_since, self._awake_since)
+        if now - since <= timeout:
+            return False  # connected here again since: its probes had no time to arrive
+        heard = min(
+            self._heard_from.get(link.src.dpid, -math.inf),
+            self._heard_at.get(link.dst.dpid, -math.inf),
+        )
+        return now - heard <= timeout or now - since > 2 * timeout
+
+    def _master_confirmed(self, dpid: int) -> None:
+        """Probe every up port of a switch this instance just became master of: the links
+        out of it are silent since its previous master stopped."""
+        switch = self._switches.get(dpid)
+        if not self.enabled or switch is None or not switch.attached:
+            return
+        for port in switch.ports.values():
+            if port.up:
+                self._probe(dpid, port)
+
+    def _follows(self, dpid: int) -> bool:
+        """This instance is connected to ``dpid`` (it sees its ports and packet-ins)."""
+        switch = self._switches.get(dpid)
+        return switch is not None and switch.attached
+
+    def _attached(self) -> list[int]:
+        """The switches this instance is connected to."""
+        return [dpid for dpid, switch in self._switches.items() if switch.attached]
 
     def _due(self, delay_s: float) -> float:
         """The time a tick told ``delay_s`` from now carries (see ``clock``)."""
@@ -487,7 +652,7 @@ class FabricOwner:
     def elephants(self) -> list[tuple[Elephant, str]]:
         """This round's candidates (on the owner's thread: tests, ``_place``)."""
         observed = {dpid: switch.observed for dpid, switch in self._switches.items()}
-        return elephants(self._policy, self._topology, observed, self._pins, self._jobs)
+        return elephants(self._policy, self._topology, observed, self._placing(), self._jobs)
 
     def _place(self, now: float) -> None:
         asked, self._regroup = self._regroup, False
@@ -497,12 +662,16 @@ class FabricOwner:
             self._clear_pins()
             return
         candidates = self.elephants()
+        seen = {e.flow for e, _ in candidates}
+        # Pins taken over are placement's own once their flows show up; until then kept.
+        placing = {flow: pin for flow, pin in self._placing().items() if flow in seen}
+        placing.update(self._own())
         grouped = frozenset(e.job for e, _ in candidates if e.job is not None)
         # Jobs whose flows appear (a job registered: its flows are named a poll later) or
         # vanish are news as much as the registration itself.
         regroup = asked or grouped != self._grouped
         self._grouped = grouped
-        old_pins, pinned_info = self._pins, self._pin_info
+        old_pins, pinned_info = placing, self._pin_info
         result = place(
             self._topology,
             [elephant for elephant, _ in candidates],
@@ -518,6 +687,15 @@ class FabricOwner:
         )
         info = {e.flow: (cls, e.rate_bps, e.demand_bps) for e, cls in candidates}
         self._pins = dict(result.pins)
+        waiting = {
+            flow: (pin, at)
+            for flow, (pin, at) in self._inherited.items()
+            if flow not in seen and now - at < INHERITED_GRACE_S and self._masters(pin)
+        }
+        if waiting.keys() != self._inherited.keys():
+            self._dirty = True  # adopted (same path: nothing changes) or gone
+        self._inherited = waiting
+        self._offer()
         self._pin_info = {flow: info[flow] for flow in self._pins if flow in info}
         self._pin_job = {
             e.flow: e.job for e, _ in candidates if e.job is not None and e.flow in self._pins
@@ -539,6 +717,7 @@ class FabricOwner:
 
     def _clear_pins(self) -> None:
         """Placement (or the fabric) is off: every pin goes, silently, as its entries do."""
+        self._inherited = {}
         if not self._pins:
             return
         self._pins, self._pin_info, self._pin_job = {}, {}, {}
@@ -552,6 +731,173 @@ class FabricOwner:
             if switch is not None and switch.tx_bps is not None:
                 loads[link] = switch.tx_bps.get(link.src.port, 0.0)
         return loads
+
+    # ---- pins shared between controllers ------------------------------------------------
+
+    def pins(self) -> Mapping[FlowId, Pin]:
+        """The pins every switch plans with: this instance's, and (with several
+        controllers) those of the switches others master and those taken over."""
+        if self._mastered is None and not self._inherited:
+            return self._pins
+        pins: dict[FlowId, Pin] = {}
+        for source, shared in self._shared.items():
+            if self._mastered is not None and source not in self._mastered:
+                pins.update(shared)
+        pins.update({flow: pin for flow, (pin, _) in self._inherited.items()})
+        pins.update(self._own())
+        return pins
+
+    def _masters(self, pin: Pin) -> bool:
+        """Whether this instance masters the pin's source switch (always, alone)."""
+        return self._mastered is None or (bool(pin.path) and pin.path[0][0] in self._mastered)
+
+    def _own(self) -> dict[FlowId, Pin]:
+        """This instance's pins of the switches it still masters."""
+        return {flow: pin for flow, pin in self._pins.items() if self._masters(pin)}
+
+    def _placing(self) -> dict[FlowId, Pin]:
+        """The pins placement starts from: its own, and those taken over with a switch."""
+        pins = {flow: pin for flow, (pin, _) in self._inherited.items() if self._masters(pin)}
+        pins.update(self._own())
+        return pins
+
+    def _fabric_shared(self, event: FabricShared) -> None:
+        self._shared_read = True
+        self._attached_anywhere = event.attached
+        if event.attached is not None:
+            for dpid in [
+                d for d, s in self._switches.items() if not s.attached and d not in event.attached
+            ]:
+                LOG.info("fabric: switch %016x is connected to no instance: gone", dpid)
+                self._forget_switch(dpid)
+        if self.enabled:
+            # A record outlives its switch (nobody masters a switch nobody is connected to,
+            # so nobody empties it): only switches some instance is connected to count.
+            hosts = {
+                dpid: found
+                for dpid, found in event.hosts.items()
+                if event.attached is None or dpid in event.attached
+            }
+            self._shared_hosts(hosts)
+        self._pins_shared(event)  # and offers what this instance now masters
+
+    def _shared_hosts(self, shared: Mapping[int, tuple[SharedHost, ...]]) -> None:
+        """Adopt the hosts the masters of the switches published: at a switch connected
+        here, those this instance does not know (at an up port facing no switch: a record
+        may be a renewal older than a port status seen here); at a switch not connected
+        here, its master's record is all there is."""
+        topology = self._topology
+        for dpid, hosts in sorted(shared.items()):
+            switch = self._switches.get(dpid)
+            followed = switch is not None and switch.attached
+            if not followed:
+                listed = {host.mac for host in hosts}
+                for gone in topology.hosts_at(dpid):
+                    if gone.mac not in listed:
+                        topology = topology.without_host(gone.mac)
+            fabric = topology.fabric_ports(dpid)
+            for host in hosts:
+                at = PortRef(dpid, host.port)
+                known = topology.host(host.mac)
+                if followed:
+                    assert switch is not None
+                    state = switch.ports.get(host.port)
+                    if state is None or not state.up or host.port in fabric:
+                        continue
+                    if known is not None:
+                        if known.at == at and known.ipv4 is None and host.ipv4 is not None:
+                            topology = topology.with_host(Host(host.mac, at, host.ipv4))
+                        continue  # learned here: this instance's own view stands
+                elif known is not None and (
+                    (known.at == at and known.ipv4 == host.ipv4) or self._follows(known.at.dpid)
+                ):
+                    continue  # the same, or learned here at a switch this instance follows
+                if host.ipv4 is not None:
+                    owner = topology.host_by_ip(host.ipv4)
+                    if owner is not None and owner.mac != host.mac and followed:
+                        continue
+                topology = topology.with_host(Host(host.mac, at, host.ipv4))
+        self._adopt(topology, "hosts published by the other instances")
+
+    def _pins_shared(self, event: FabricShared) -> None:
+        now, wall = self._now, self._wall()
+
+        def here(at: float | None) -> float | None:
+            return None if at is None else now - (wall - at)
+
+        shared = {
+            source: {
+                pin.flow: Pin(pin.path, now - (wall - pin.since_wall), here(pin.quiet_since_wall))
+                for pin in pins
+            }
+            for source, pins in event.pins.items()
+        }
+        before = self._mastered
+        taken = event.mastered - (before or frozenset())
+        for source in sorted(taken):
+            # Its previous master's pins (this instance has published none for it since).
+            for flow, pin in shared.get(source, {}).items():
+                if flow not in self._pins:
+                    self._inherited[flow] = (pin, now)
+        self._mastered = event.mastered
+        if _paths(shared) != _paths(self._shared) or taken or before != event.mastered:
+            self._dirty = True
+        self._shared = shared
+        self._offer()
+
+    def _offer(self) -> None:
+        """Publish (through ``share``) what the others need of this instance, when it
+        changed: the pins of every switch it masters (its own and those taken over; none:
+        the switch's record is emptied), the hosts at them, and the switches it is ready
+        to master."""
+        if self._share is None or self._mastered is None:
+            return
+        self._offered_topology = self._topology
+        mine: dict[int, list[SharedPin]] = {source: [] for source in self._mastered}
+        for flow, pin in self._placing().items():
+            mine.setdefault(pin.path[0][0], []).append(
+                SharedPin(
+                    flow,
+                    pin.path,
+                    self._wall_at(pin.since),
+                    None if pin.quiet_since is None else self._wall_at(pin.quiet_since),
+                )
+            )
+        pins = {source: tuple(sorted(pins, key=lambda p: p.flow)) for source, pins in mine.items()}
+        found: dict[int, list[SharedHost]] = {dpid: [] for dpid in sorted(self._mastered)}
+        for host in self._topology.hosts:
+            if host.at.dpid in found:
+                found[host.at.dpid].append(SharedHost(host.mac, host.at.port, host.ipv4))
+        hosts = {dpid: tuple(at) for dpid, at in found.items()}
+        offer = FabricOffer(MappingProxyType(pins), MappingProxyType(hosts), self._ready())
+        before = self._offered
+        if (
+            before is not None
+            and _same_paths(before.pins, offer.pins)
+            and before.hosts == offer.hosts
+            and before.ready == offer.ready
+        ):
+            return
+        self._offered = offer
+        self._share(offer)
+
+    def _ready(self) -> frozenset[int]:
+        """The switches this instance could master without losing anything: connected here
+        for one link timeout (its links were probed for as long as a link lives, its ports
+        settled), the others' hosts read.  Without the fabric there is nothing to know."""
+        attached = [dpid for dpid, switch in self._switches.items() if switch.attached]
+        if not self.enabled:
+            return frozenset(attached)
+        if not self._shared_read:
+            return frozenset()
+        discovery = self._policy.forwarding.discovery
+        warm = max(discovery.link_timeout, self._settle_s())
+        awake = self._awake_since
+        return frozenset(
+            dpid
+            for dpid in attached
+            if self._now - max(self._switches[dpid].attached_since, awake) >= warm
+        )
 
     # ---- what observers see ---------------------------------------------------------------
 
@@ -575,7 +921,7 @@ class FabricOwner:
             self._topology,
             names,
             self._link_loads(),
-            pinned_views(self._pins, self._pin_info, names, self._wall_at, self._pin_job),
+            pinned_views(self.pins(), self._pin_info, names, self._wall_at, self._pin_job),
         )
         for observer in self._observers:
             try:
@@ -591,6 +937,23 @@ class FabricOwner:
                 observer.fabric_events(events)
             except Exception:
                 LOG.exception("observer %r failed on fabric events", observer)
+
+
+def _paths(shared: Mapping[int, Mapping[FlowId, Pin]]) -> dict[int, dict[FlowId, Any]]:
+    return {
+        source: {flow: pin.path for flow, pin in pins.items()} for source, pins in shared.items()
+    }
+
+
+def _same_paths(
+    before: Mapping[int, tuple[SharedPin, ...]], after: Mapping[int, tuple[SharedPin, ...]]
+) -> bool:
+    """The same switches with the same flows on the same paths (times move every round)."""
+
+    def key(offer: Mapping[int, tuple[SharedPin, ...]]) -> dict[int, list[tuple[FlowId, Any]]]:
+        return {source: [(p.flow, p.path) for p in pins] for source, pins in offer.items()}
+
+    return key(before) == key(after)
 
 
 def _job_endpoints(jobs: Sequence[JobSpec]) -> dict[str, tuple[str, ...]]:

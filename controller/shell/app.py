@@ -22,8 +22,10 @@ import time
 from collections.abc import Mapping, Sequence
 
 from controller.actors.runtime import ActorSystem, Ref
+from controller.mastership.hosts import HostStore
 from controller.mastership.keeper import LeaseKeeper
 from controller.mastership.leases import Leases
+from controller.mastership.pins import PinStore
 from controller.openflow import fabric_events as fabric
 from controller.openflow import messages
 from controller.openflow.fabric_owner import FabricOwner
@@ -34,7 +36,13 @@ from controller.pipeline.desired import FabricInputs
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.ovsdb import OvsdbError
-from controller.shell.mastership import Assigned, Mastership, MastershipEvent, ServedChanged
+from controller.shell.mastership import (
+    Assigned,
+    FabricExchange,
+    Mastership,
+    MastershipEvent,
+    ServedChanged,
+)
 from controller.shell.mastership import Refused as MastershipRefused
 from controller.shell.registry import (
     Claim,
@@ -117,6 +125,7 @@ class FlowlaneController:
         self.keeper: LeaseKeeper | None = None
         self._mastership: Ref[MastershipEvent] | None = None
         self.mastership: Mastership | None = None
+        self.pins: FabricExchange | None = None
         if leases is not None:
             self.mastership = Mastership(
                 lambda: self.registry.served, self._wake_keeper, self._refused
@@ -126,7 +135,17 @@ class FlowlaneController:
                 leases,
                 connected=lambda: frozenset(self.registry.served),
                 publish=lambda roles: self._tell_mastership(Assigned(roles)),
+                ready=lambda: self.pins.ready() if self.pins is not None else frozenset(),
             )
+            # Pins and hosts go to the others and come from them after each renewal.
+            keeper = self.keeper
+            self.pins = FabricExchange(
+                PinStore(leases),
+                HostStore(leases),
+                lambda event: self._fabric.tell(event),
+                reading=lambda: keeper.reading,
+            )
+            self.keeper.watch(self.pins)
         self.registry = Registry(
             settings,
             _SwitchEvents(settings.audit_interval_s),
@@ -147,6 +166,7 @@ class FlowlaneController:
             observers=settings.observers,
             clock=time.monotonic,
             jobs=settings.jobs,
+            share=self.pins.offer if self.pins is not None else None,
         )
         self._fabric: Ref[fabric.FabricMessage] = runtime.spawn("fabric", self.fabric)
         self._services = SwitchServices(
@@ -159,6 +179,7 @@ class FlowlaneController:
             gone=lambda dpid: self._fabric.tell(fabric.SwitchGone(dpid)),
             say_once=self._once.tell,
             stepped_down=lambda command: self._tell_mastership(MastershipRefused(command.dpid)),
+            may_write_qos=self.keeper.may_write if self.keeper is not None else lambda _d: True,
         )
 
     # ---- mastership (only with ``leases``) -------------------------------------------

@@ -130,6 +130,7 @@ def run_controller(
         )
         redis_link.on_beat(app.keeper.round)
         app.keeper.set_wake(redis_link.wake_beat)
+        app.keeper.start_watch()  # a killed instance's switches: taken in ~0.1 s
     hub = Hub(app, [(ofp_host, ofp_port)], server_context(tls) if tls else None)
     link_thread: threading.Thread | None = None
     failed = False

@@ -10,7 +10,6 @@ lines, metrics, and what the fabric owner learns.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import time
@@ -49,6 +48,7 @@ from controller.switch.events import (
     QueueReadResult,
     QueuesRead,
 )
+from controller.switch.fastreplace import replace
 from controller.switch.state import SwitchConfig, SwitchState
 from controller.switch.step import step
 
@@ -103,6 +103,10 @@ class SwitchServices:
     """Stamps events that arrive without a time (``events.UNSTAMPED``)."""
     say_once: Callable[[SayOnce], None] = _say
     stepped_down: Callable[[SteppedDown], None] = lambda _command: None
+    may_write_qos: Callable[[int], bool] = lambda _dpid: True
+    """Asked on the blocking pool just before a QoS write: with several controllers, whether
+    this instance still holds the switch's lease (the switch fences a stale master's
+    flow-mods, but nothing fences its OVSDB writes). Always yes for a lone controller."""
     gone: Callable[[int], None] = lambda _dpid: None
     """The switch left (its actor's last word): the app tells the fabric owner."""
     """The switch refused this controller as master: mastership re-reads Redis (called on
@@ -130,7 +134,7 @@ class SwitchActor:
     def receive(self, event: Event) -> None:
         now = getattr(event, "now", 0.0)
         if isinstance(now, float) and math.isnan(now):
-            event = dataclasses.replace(event, now=self.services.clock())
+            event = replace(event, now=self.services.clock())
         try:
             self.state, commands = step(self.state, event, self.services.config)
         except Exception:
@@ -159,7 +163,7 @@ class SwitchActor:
             getattr(metric, command.op)(command.value)
         elif isinstance(command, Timer):
             # Stamped when handled: a late timer's work is dated when it is done.
-            event = dataclasses.replace(command.event, now=UNSTAMPED)
+            event = replace(command.event, now=UNSTAMPED)
             self._bound().tell_after(command.delay_s, event)
         elif isinstance(command, QosWork):
             self._qos(command)
@@ -220,9 +224,16 @@ class SwitchActor:
                     result = QosResult(apply.plans, error=repr(result))
                 ref.tell(QosDone(result))
 
-            self.services.runtime.blocking(
-                lambda: qoswork.apply(ovsdb, dpid, apply), done_apply, key=f"qos-{self.tag}"
-            )
+            may_write = self.services.may_write_qos
+
+            def fenced_apply() -> QosResult:
+                if not may_write(dpid):
+                    # Woken past its lease (or stepped down since): the queues are the new
+                    # master's. Nothing is written; this instance no longer dispatches.
+                    return QosResult(apply.plans, fenced=True)
+                return qoswork.apply(ovsdb, dpid, apply)
+
+            self.services.runtime.blocking(fenced_apply, done_apply, key=f"qos-{self.tag}")
             return
         read = job
 

@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from typing import Literal
 
 from controller.classify.records import ObservedFlow, Reclassification
-from controller.openflow.fabric_events import FlowsSeen, PortRates, SwitchPorts
+from controller.openflow.fabric_events import (
+    FlowsSeen,
+    MasterConfirmed,
+    PortRates,
+    SwitchPorts,
+)
 from controller.openflow.observer import SyncReport
 from controller.qos.ovsdb import Bridge
 from controller.qos.plan import PortQos
@@ -130,7 +135,7 @@ class FabricInput:
     """Something the fabric owner learns from this switch: the fabric's own event, told to
     it as it is (unstamped: the owner dates it when it handles it)."""
 
-    item: SwitchPorts | FlowsSeen | PortRates
+    item: SwitchPorts | FlowsSeen | PortRates | MasterConfirmed
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ while an item is out coalesce: the next item takes the newest plans.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 from controller.qos.ovsdb import Bridge
 from controller.qos.telemetry import QueueStats, new_drops, port_queues
@@ -25,6 +24,7 @@ from controller.switch.commands import (
     Timer,
 )
 from controller.switch.events import QosResult, QueueReadResult, Tick
+from controller.switch.fastreplace import replace
 from controller.switch.report import sync_report
 from controller.switch.state import SwitchConfig, SwitchState, may_write
 
@@ -96,6 +96,18 @@ def done(
     state = replace(state, qos_busy=False)
     state = _bridge_found(state, result.bridge, result.bridge_error, config, out)
     tag = state.tag
+    if result.fenced:
+        # The lease ran out under the work (a pause): the new master writes the queues.
+        # Not wanted again here (that would spin until the step-down arrives): mastering
+        # the switch again syncs it, and a sync whose queues differ from the applied wants them.
+        out.append(
+            Log(
+                logging.WARNING,
+                "switch %s: queues not written: this instance no longer holds its lease",
+                (tag,),
+            )
+        )
+        return state
     if result.error is not None:
         out.append(
             Log(
@@ -158,6 +170,14 @@ def done(
                 logging.INFO,
                 "switch %s: HTB burst set on %s",
                 (tag, ", ".join(outcome.burst_ports)),
+            )
+        )
+    if outcome.queue_ports:  # classes OVS made since (a job's) come with the kernel's queue
+        out.append(
+            Log(
+                logging.INFO,
+                "switch %s: HTB queue length set on %s",
+                (tag, ", ".join(outcome.queue_ports)),
             )
         )
     if state.synced_once and (outcome.changed_ports or outcome.filtered_ports):

@@ -13,12 +13,13 @@ writes nothing more until told again.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
+from controller.openflow.fabric_events import MasterConfirmed
 from controller.openflow.framing import with_xid
 from controller.switch import codec
-from controller.switch.commands import Command, Log, Metric, Send, SteppedDown
+from controller.switch.commands import Command, FabricInput, Log, Metric, Send, SteppedDown
 from controller.switch.events import RoleChanged
+from controller.switch.fastreplace import replace
 from controller.switch.requests import asked, expect, take_xids
 from controller.switch.state import Ask, RoleState, SwitchConfig, SwitchState, want
 
@@ -100,6 +101,7 @@ def replied(
     # The previous master may have written until our request took effect: read afresh,
     # adopt the overrides found, report again (the other master's report stood meanwhile).
     state = replace(state, adopt=True, overrides={}, reported=None)
+    out.append(FabricInput(MasterConfirmed(state.dpid)))  # its LLDP probes go out now
     return want(state, "mastership", fresh=True)
 
 

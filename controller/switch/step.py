@@ -10,9 +10,8 @@ modules it calls: ``sync`` (bring the switch to its plan), ``detect``
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
-from controller.switch import codec, detect, qos, roles, sync
+from controller.switch import codec, detect, qos, roles, slave, sync
 from controller.switch.commands import Command, Gone, Log, Timer
 from controller.switch.events import (
     Connected,
@@ -27,7 +26,8 @@ from controller.switch.events import (
     RoleChanged,
     Tick,
 )
-from controller.switch.requests import without
+from controller.switch.fastreplace import replace
+from controller.switch.requests import rearm, without
 from controller.switch.state import (
     SYNC_ASKS,
     Ask,
@@ -96,6 +96,8 @@ def _connected(
         next_xid=state.next_xid,
         role=replace(state.role, confirmed=False) if state.role is not None else None,
     )
+    if config.roles:
+        state = slave.ask_packet_ins(state, out)  # every instance learns the whole fabric
     if state.role is not None and not state.role.stepped_down:
         # A new connection is EQUAL at the switch until asked again.
         state = roles.request(state, config, event.now, out)
@@ -126,6 +128,8 @@ def _tick(state: SwitchState, event: Tick, config: SwitchConfig, out: list[Comma
         return state  # set for an earlier connection
     now = event.now
     state = _expired(state, config, now, out)
+    if event.kind == "deadline":
+        return rearm(state, now, out)
     if event.kind == "audit":
         interval = config.audit_interval_s
         out.append(Timer(interval, Tick("audit", state.epoch, now + interval)))
@@ -139,7 +143,7 @@ def _tick(state: SwitchState, event: Tick, config: SwitchConfig, out: list[Comma
         return detect.ports_tick(state, config, now, out)
     if event.kind == "queues":
         return qos.queues_tick(state, config, now, out)
-    return state  # "deadline": done above
+    return state
 
 
 def _expired(
@@ -212,11 +216,12 @@ def _received(
         request = state.pending.get(message.xid)
         if request is not None and request.ask is Ask.ROLE:
             return roles.refused(without(state, message.xid), message, out)
-        if (
-            (message.type, message.code) == codec.IS_SLAVE
-            and state.role is not None
-            and state.role.name == "master"
-        ):
+        # Refused as slave or stale: the fencing roles are for.  A confirmed master steps
+        # down (one WARNING); a refusal of a message sent before the role request took
+        # effect (an unconfirmed master's packet-out), or after the step-down, is expected.
+        role = state.role
+        fenced = role is not None and (message.type, message.code) in (codec.IS_SLAVE, codec.STALE)
+        if role is not None and role.name == "master" and role.confirmed and fenced:
             state = roles.step_down(state, "a write was refused: this controller is slave", out)
         if request is not None:
             state = without(state, message.xid)
@@ -224,7 +229,8 @@ def _received(
         recorded = sync.rejected(state, message.xid, message.text)
         if recorded is not None:
             return recorded
-        out.append(Log(logging.ERROR, "switch %016x: %s", (state.dpid, message.text)))
+        level = logging.DEBUG if fenced else logging.ERROR
+        out.append(Log(level, "switch %016x: %s", (state.dpid, message.text)))
         return state
     if isinstance(message, codec.PortStatus):
         port = message.port

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import traceback
-from dataclasses import replace
 
 from controller.openflow.fabric_events import SwitchPorts
 from controller.openflow.framing import with_xid
@@ -18,8 +17,8 @@ from controller.openflow.stats import class_counters
 from controller.pipeline.diff import diff_flows
 from controller.pipeline.groups import diff_groups
 from controller.pipeline.plan import SwitchInputs, plan
-from controller.pipeline.tables import TABLE_NAMES
-from controller.switch import codec, detect, reads
+from controller.pipeline.tables import TABLE_NAMES, entries_per_table
+from controller.switch import codec, detect, reads, slave
 from controller.switch.commands import (
     ClassCounts,
     Command,
@@ -31,6 +30,7 @@ from controller.switch.commands import (
     Timer,
 )
 from controller.switch.events import Tick
+from controller.switch.fastreplace import replace
 from controller.switch.report import same_policy, sync_report
 from controller.switch.requests import ask, expect, take_xids
 from controller.switch.state import (
@@ -53,7 +53,7 @@ def start_if_idle(
     if not state.connected or state.sync is not None or state.wanted is None:
         return state
     if not may_write(state, config):
-        return state  # a slave does not sync: what is wanted waits for mastership
+        return slave.observe(state, config, now, out)  # ports only; the rest waits
     wanted = state.wanted
     state = replace(state, wanted=None)
     if wanted.ports and state.ports is not None:
@@ -111,9 +111,9 @@ def _planned(
     """Everything read: adopt what was read, plan, and send the difference (if any)."""
     sync = state.sync
     assert sync is not None
-    if not may_write(state, config):
-        # No longer master while reading: drop it; becoming master again reads afresh.
-        return replace(state, sync=None, installed=None)
+    if not may_write(state, config) or sync.reason == slave.PORTS_READ:
+        # A slave's read, or no longer master while reading: the ports, nothing planned.
+        return slave.read(state, out)
     snapshot = state.snapshot
     if sync.ports is not None:
         state = replace(state, ports=sync.ports)
@@ -222,9 +222,8 @@ def confirm(
         # Reports carry every flow: send one only when something changed.
         out.append(Report(sync_report(state, applied, config)))
         state = replace(state, reported=reported)
-    for table_id, name in TABLE_NAMES.items():
-        count = sum(1 for flow in want.flows if flow.table_id == table_id)
-        out.append(Metric("flows", "set", count, (tag, name)))
+    for table_id, count in entries_per_table(want.flows).items():
+        out.append(Metric("flows", "set", count, (tag, TABLE_NAMES[table_id])))
     if state.synced_once and sync.reason == "audit" and changed:
         out.append(Metric("drift_repairs", "inc", 1, (tag, "flows")))
     if want.unresolved_rules:
@@ -274,7 +273,7 @@ def fail(
     if detail is not None:
         out.append(
             Log(
-                logging.ERROR,
+                logging.WARNING if slave.stepped_down(state) else logging.ERROR,
                 "switch %s: sync (%s) failed: %s; will retry",
                 (state.tag, sync.reason, detail),
             )

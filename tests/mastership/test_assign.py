@@ -115,3 +115,35 @@ def test_decide_hands_over_what_is_assigned_elsewhere() -> None:
     (given_away,) = decision.release
     assert decision.roles[given_away].name == "slave"
     assert decide("b", reading).take == frozenset()  # b waits for a's release
+
+
+def test_a_starting_instance_takes_its_share_only_once_it_is_ready_for_it() -> None:
+    """A voluntary hand-over goes to an instance that knows the fabric, never before."""
+    all_four = frozenset({1, 2, 3, 4})
+    owners = {d: ("a" if i % 2 else "b") for i, d in enumerate(sorted(all_four))}
+    instances = {"a": all_four, "b": all_four, "c": all_four}
+    warming = {"a": all_four, "b": all_four, "c": frozenset[int]()}
+    assert assign(instances, owners, warming) == owners  # c follows, masters nothing yet
+    # Ready for one switch only: it may take that one, nothing else.
+    one = min(all_four)
+    partly = assign(instances, owners, {**warming, "c": frozenset({one})})
+    assert {d for d, o in partly.items() if o == "c"} <= {one}
+    # Ready for all: its share moves to it (and only its share).
+    ready = assign(instances, owners, {**warming, "c": all_four})
+    assert counts(ready).get("c") == 1 and counts(ready) == counts(assign(instances, owners))
+    # A switch without a live owner goes to a ready instance, else to anyone at all.
+    assert assign({"a": all_four, "c": all_four}, {}, {"a": frozenset(), "c": all_four})[one] == "c"
+    alone = assign({"c": all_four}, {}, {"c": frozenset()})
+    assert alone == dict.fromkeys(all_four, "c")
+
+
+def test_decide_leaves_a_switch_with_its_live_owner_while_the_newcomer_warms_up() -> None:
+    both = frozenset({1, 2})
+    reading = Reading(
+        {"a": both, "b": both},
+        owners={1: Owner("a", 3), 2: Owner("a", 4)},
+        ready={"a": both, "b": frozenset()},
+    )
+    assert decide("a", reading).release == frozenset()
+    ready = Reading(reading.instances, reading.owners, ready={"a": both, "b": both})
+    assert len(decide("a", ready).release) == 1

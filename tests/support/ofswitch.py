@@ -473,6 +473,8 @@ class OfSwitch:
         self.roles: dict[int, int] = {}
         """Role of each connection (controller) that asked for one; others are EQUAL."""
         self.generation_id: int | None = None
+        self.packet_in_masks: dict[int, tuple[int, int]] = {}
+        """(master/equal, slave) packet-in masks a connection set (OFPT_SET_ASYNC)."""
         self.mods_received: list[ModRecord] = []
         self.packet_outs: list[PacketOutRecord] = []
         self.messages_received: list[Message] = []
@@ -653,6 +655,13 @@ class OfSwitch:
         )
         return _message(v13.OFPT_PACKET_IN, 0, head + bytes(match) + b"\0\0" + bytes(data))
 
+    def wants_packet_in(self, conn: int, reason: int = v13.OFPR_ACTION) -> bool:
+        """Whether connection ``conn`` is sent a packet-in (Open vSwitch's defaults: all
+        reasons to a master or equal, none to a slave, unless it set its own masks)."""
+        slave = self.roles.get(conn) == v13.OFPCR_ROLE_SLAVE
+        masks = self.packet_in_masks.get(conn, (0b111, 0))
+        return bool(masks[1 if slave else 0] & (1 << reason))
+
     # ---- introspection ----
 
     def flow_counters(self, table_id: int | None = None) -> list[FlowCounters]:
@@ -781,6 +790,8 @@ class OfSwitch:
             self._packet_out(raw, xid)
         elif kind == v13.OFPT_ROLE_REQUEST:
             return [self._role(raw, xid, conn)]
+        elif kind == v13.OFPT_SET_ASYNC:
+            self.packet_in_masks[conn] = struct.unpack_from("!II", raw, 8)
         elif kind == v13.OFPT_MULTIPART_REQUEST:
             return self._multipart(raw, xid)
         else:

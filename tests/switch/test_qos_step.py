@@ -208,3 +208,15 @@ def test_one_qos_item_out_at_a_time_and_the_last_one_applies_the_newest_plans(
     assert applies_[-1].plans == harness.state.qos_plans
     assert harness.state.qos_applied == harness.state.qos_plans
     assert set(harness.state.qos_plans) == {p.name for p in harness.switch.ports()}
+
+
+def test_queues_fenced_by_a_lost_lease_are_a_warning_and_not_asked_again() -> None:
+    """The blocking pool found the lease gone (a pause past the TTL): nothing was written, the
+    step says so once, and does not ask again (it would spin until the step-down arrives)."""
+    harness = connected()
+    job = applies(harness)[-1]
+    harness.tell(QosDone(QosResult(job.plans, BRIDGE, fenced=True)))
+    assert harness.logs(logging.ERROR) == []
+    assert any("no longer holds its lease" in line for line in harness.logs(logging.WARNING))
+    assert harness.state.qos_applied is None  # a later master's sync wants them again
+    assert len(applies(harness)) == 1

@@ -54,18 +54,22 @@ def test_without_roles_nothing_changes_no_role_request() -> None:
     assert h.holds_plan() and h.mods() > 0
 
 
-def test_with_roles_nothing_is_read_or_written_until_master_is_confirmed() -> None:
+def test_with_roles_nothing_is_written_until_master_is_confirmed() -> None:
     switch = OfSwitch(DPID, ports(1, 2))
     h = controller(switch, 0)
-    assert h.sent == [] and h.state.role is None
+    # Before any role: packet-ins asked for in every role, the ports read (controller.switch.
+    # slave), nothing else.
+    assert types_sent(h) == [v13.OFPT_SET_ASYNC, v13.OFPT_MULTIPART_REQUEST]
+    assert h.state.role is None and h.state.ports is not None
+    before = len(types_sent(h))
     h.tell(RoleChanged("master", 7))
-    assert types_sent(h) == [v13.OFPT_ROLE_REQUEST]  # nothing before the switch's answer
+    assert types_sent(h)[before:] == [v13.OFPT_ROLE_REQUEST]  # nothing before the answer
     h.settle()
     assert switch.roles[0] == v13.OFPCR_ROLE_MASTER and switch.generation_id == 7
     assert h.state.role is not None and h.state.role.confirmed
     assert h.holds_plan() and h.mods() > 0
     # The fresh read came after the reply: role request, then the reads, then the batch.
-    kinds = types_sent(h)
+    kinds = types_sent(h)[before:]
     assert kinds[0] == v13.OFPT_ROLE_REQUEST and kinds[1] == v13.OFPT_MULTIPART_REQUEST
 
 
@@ -80,7 +84,11 @@ def test_a_slave_sends_only_reads_whatever_happens() -> None:
     h.tell(PolicyChanged(ONE))
     h.settle()
     assert writes(h) == 0 and h.mods() == 0
-    assert set(types_sent(h)) <= {v13.OFPT_ROLE_REQUEST, v13.OFPT_MULTIPART_REQUEST}
+    assert set(types_sent(h)) <= {
+        v13.OFPT_ROLE_REQUEST,
+        v13.OFPT_MULTIPART_REQUEST,
+        v13.OFPT_SET_ASYNC,
+    }
 
 
 def test_master_slave_master_sends_no_mod_when_nothing_changed() -> None:
