@@ -4,6 +4,9 @@
 # ovs-vswitchd, and without the openvswitch kernel module the bridges use the
 # userspace datapath (datapath_type=netdev).
 set -euo pipefail
+# ovs-vsctl aborts when a socket it opens gets fd 0: with standard input closed (a CI runner
+# may start us so) every probe below would fail while Open vSwitch runs fine.
+exec </dev/null
 
 # Socket buffers of the userspace datapath. It reads each port through an
 # AF_PACKET socket with the default receive buffer, and sends to every port
