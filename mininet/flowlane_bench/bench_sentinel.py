@@ -22,15 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -43,7 +40,7 @@ from rich.table import Table
 
 from controller.store.client import connect
 from controller.store.policies import PolicyStore
-from flowlane_bench import harness
+from flowlane_bench import faults
 from flowlane_bench.arguments import non_negative_float, positive_int
 from flowlane_bench.bench_propagation import policy_document
 from flowlane_bench.sentinel import DOWN_AFTER_MS, MASTER, SYNCED, SentinelSet, free_ports
@@ -142,56 +139,6 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     except ValueError:
         return {}
     return body if isinstance(body, dict) else {}
-
-
-# --------------------------------------------------------------------------------------------
-# The API process
-# --------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def api_process(url: str, workdir: Path) -> Iterator[tuple[str, dict[str, str]]]:
-    """``flowlane api`` on a free port over ``url``: its base URL and an admin's header
-    (the token it bootstraps on an empty store); stopped by PID after."""
-    port = harness.free_port()
-    token_file = workdir / "admin-token"
-    log = (workdir / "api.log").open("wb")
-    process = subprocess.Popen(
-        [
-            harness.PYTHON,
-            "-m",
-            "controller",
-            "api",
-            "--port",
-            str(port),
-            "--token-file",
-            str(token_file),
-            "--history-limit",
-            str(HISTORY_LIMIT),
-        ],
-        env={**os.environ, "FLOWLANE_REDIS_URL": url},
-        cwd=harness.REPO,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-
-        def ready() -> bool:
-            if process.poll() is not None:
-                raise RuntimeError(f"flowlane api exited: {(workdir / 'api.log').read_text()}")
-            try:
-                return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        harness.wait_for("the API to answer", ready, 30)
-        harness.wait_for("the API's bootstrap token", token_file.exists, 30)
-        yield base, harness.bearer_header(token_file)
-    finally:
-        harness.stop_process(process, 10)
-        log.close()
 
 
 # --------------------------------------------------------------------------------------------
@@ -320,8 +267,8 @@ def run(kills: int, settled_writes: int, pause_s: float, workdir: Path) -> dict[
         sentinels.start()
         url = sentinels.url(f"min_replicas=1&wait_ms={WAIT_MS}&retry_s={RETRY_S:g}")
         with (
-            api_process(url, workdir) as (base, headers),
-            httpx.Client(base_url=base, headers=headers, timeout=RETRY_S + 30) as client,
+            faults.api(url, workdir / "api.log", ["--history-limit", str(HISTORY_LIMIT)]) as api,
+            httpx.Client(base_url=api.url, headers=api.headers, timeout=RETRY_S + 30) as client,
         ):
             writer = Writer(client)
             thread = threading.Thread(target=writer.run, name="policy-writer", daemon=True)

@@ -19,7 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -225,9 +225,10 @@ class Api:
 
 
 @contextlib.contextmanager
-def api(redis_url: str, log_path: Path) -> Iterator[Api]:
+def api(redis_url: str, log_path: Path, extra_args: Sequence[str] = ()) -> Iterator[Api]:
     """A ``flowlane api`` process on a free port (on a store without tokens: it writes its
-    bootstrap admin token); yields its URL and that token, stops it by PID after."""
+    bootstrap admin token), with ``extra_args`` added to its command line; yields its URL
+    and that token, stops it by PID after."""
     import httpx
 
     port = harness.free_port()
@@ -245,6 +246,7 @@ def api(redis_url: str, log_path: Path) -> Iterator[Api]:
             redis_url,
             "--token-file",
             str(token_file),
+            *extra_args,
         ],
         stdout=log,
         stderr=subprocess.STDOUT,

@@ -15,8 +15,7 @@ import copy
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from controller.store.policies import PolicyStore
 from controller.store.tokens import TokenStore
 from tests.api.conftest import DOCUMENT
 from tests.conftest import free_port
+from tests.support.policy_writer import Writer
 from tests.support.sentinel import DOWN_AFTER_MS, SentinelSet
 
 RETRY_S = 8.0
@@ -42,52 +42,21 @@ ANSWER_AGAIN_S = 8.0
 down-after (1 s), their election and promotion, and the client's backoff."""
 
 
-@dataclass
-class Answer:
-    sent: float
-    done: float
-    status: int
-    body: dict[str, Any]
-    rate: str
-    """What the write sent (``ports.rate``), to recognise its version afterwards."""
-
-    @property
-    def acked(self) -> bool:
-        return 200 <= self.status < 300
-
-    @property
-    def not_replicated(self) -> bool:
-        return self.status == 503 and "required_replicas" in self.body
+def rate_of(number: int) -> str:
+    """What write ``number`` sends as ``ports.rate``, to recognise its version afterwards."""
+    return f"{1000 + number}Mbit"
 
 
-@dataclass
-class Writer:
-    """One thread writing a new policy version after another, recording every answer."""
+def policy_put(client: TestClient) -> Callable[[int], tuple[int, dict[str, Any]]]:
+    """The writer's ``put``: the test document with write ``number``'s rate."""
 
-    client: TestClient
-    answers: list[Answer] = field(default_factory=list)
-    changed: threading.Condition = field(default_factory=threading.Condition)
-    stop: threading.Event = field(default_factory=threading.Event)
+    def put(number: int) -> tuple[int, dict[str, Any]]:
+        document = copy.deepcopy(DOCUMENT)
+        document["ports"]["rate"] = rate_of(number)
+        response = client.put("/v1/policy", json=document)
+        return response.status_code, response.json()
 
-    def run(self) -> None:
-        number = 0
-        while not self.stop.is_set():
-            number += 1
-            document = copy.deepcopy(DOCUMENT)
-            rate = f"{1000 + number}Mbit"
-            document["ports"]["rate"] = rate
-            sent = time.monotonic()
-            response = self.client.put("/v1/policy", json=document)
-            answer = Answer(sent, time.monotonic(), response.status_code, response.json(), rate)
-            with self.changed:
-                self.answers.append(answer)
-                self.changed.notify_all()
-
-    def wait(self, what: str, predicate: Any, timeout_s: float) -> None:
-        with self.changed:
-            if not self.changed.wait_for(lambda: predicate(self.answers), timeout_s):
-                statuses = [(a.status, a.body.get("detail", "")[:80]) for a in self.answers[-5:]]
-                pytest.fail(f"never {what}; the last answers: {statuses}", pytrace=False)
+    return put
 
 
 @pytest.fixture
@@ -111,7 +80,7 @@ def test_no_acknowledged_write_is_lost_when_the_primary_dies(sentinels: Sentinel
     _, secret = TokenStore(store).create("failover", Role.admin)
     app = create_app(ApiSettings(redis_url=url, registry=CollectorRegistry()))
     with TestClient(app, headers={"Authorization": f"Bearer {secret}"}) as client:
-        writer = Writer(client)
+        writer = Writer(policy_put(client))
         thread = threading.Thread(target=writer.run, name="policy-writer", daemon=True)
         thread.start()
         try:
@@ -168,9 +137,9 @@ def test_no_acknowledged_write_is_lost_when_the_primary_dies(sentinels: Sentinel
     # Every acknowledged version is on the new primary, holding what was written.
     check = PolicyStore(connect(url))
     lost = [
-        (v, a.rate)
+        (v, rate_of(a.number))
         for v, a in zip(versions, acked, strict=True)
-        if (stored := check.get(v)) is None or stored.document["ports"]["rate"] != a.rate
+        if (stored := check.get(v)) is None or stored.document["ports"]["rate"] != rate_of(a.number)
     ]
     assert lost == [], f"acknowledged writes lost across the failover: {lost}"
     # Nothing was acknowledged while the replica was paused: those writes were on the

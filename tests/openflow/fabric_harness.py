@@ -35,7 +35,7 @@ from controller.openflow.fabric_events import (
     SwitchGone,
     SwitchPorts,
 )
-from controller.openflow.fabric_owner import FabricObserver, FabricOwner
+from controller.openflow.fabric_owner import FabricObserver, FabricOwner, Share
 from controller.openflow.fabric_placement import pinned_views
 from controller.pipeline.desired import FabricInputs
 from controller.pipeline.plan import PortState
@@ -195,9 +195,18 @@ class Fabric:
         return [event for event in self.sent.events if event.kind in (PLACEMENT, REROUTE)]
 
 
-def new_fabric(start: Policy | None = None) -> Fabric:
-    """An owner with no switch yet, at time 1000."""
-    clock, sent = Clock(), Recorder()
+def new_fabric(
+    start: Policy | None = None,
+    *,
+    now: float = 1000.0,
+    share: Share | None = None,
+    wall_origin: float = 0.0,
+) -> Fabric:
+    """An owner with no switch yet, its monotonic clock at ``now``; its wall clock reads
+    ``EPOCH`` at monotonic ``wall_origin`` (several instances, each with its own monotonic
+    clock, agree on the wall when each passes its own ``now``).  ``share``: where it sends
+    what it offers the other instances (``FabricShared`` tests)."""
+    clock, sent = Clock(now), Recorder()
     metrics = ControllerMetrics(registry=CollectorRegistry())
     observers: list[FabricObserver] = [sent]
     owner = FabricOwner(
@@ -208,7 +217,8 @@ def new_fabric(start: Policy | None = None) -> Fabric:
         metrics=metrics,
         observers=observers,
         controller_id="test",
-        wall=lambda: EPOCH + clock.now,
+        wall=lambda: EPOCH + (clock.now - wall_origin),
+        share=share,
     )
     assert owner.enabled
     return Fabric(owner, clock, sent, metrics, observers)

@@ -16,19 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from prometheus_client import CollectorRegistry
-
 from controller.fabric.model import Link, PortRef
-from controller.metrics import ControllerMetrics
 from controller.openflow.fabric_events import (
     FabricOffer,
     FabricShared,
     MasterConfirmed,
     SharedHost,
 )
-from controller.openflow.fabric_owner import FabricObserver, FabricOwner
 from tests.openflow.fabric_harness import (
-    EPOCH,
     HOST_PORTS,
     LEAF_A,
     LEAF_B,
@@ -38,12 +33,10 @@ from tests.openflow.fabric_harness import (
     MAC_B,
     SPINE,
     SPINE_2,
-    Clock,
     Fabric,
-    Recorder,
     lldp,
     lldp_frame,
-    policy,
+    new_fabric,
     port,
     two_spines,
 )
@@ -53,21 +46,7 @@ SWITCHES = frozenset({SPINE, SPINE_2, LEAF_A, LEAF_B})
 
 def member(offers: list[FabricOffer], now: float = 1000.0) -> Fabric:
     """One instance's owner among several (it shares through ``offers``), no switch yet."""
-    clock, sent = Clock(now), Recorder()
-    metrics = ControllerMetrics(registry=CollectorRegistry())
-    observers: list[FabricObserver] = [sent]
-    owner = FabricOwner(
-        policy(),
-        send_packet=sent.send_packet,
-        publish=sent.publish,
-        schedule=sent.schedule,
-        metrics=metrics,
-        observers=observers,
-        controller_id="test",
-        wall=lambda: EPOCH + clock.now,
-        share=offers.append,
-    )
-    return Fabric(owner, clock, sent, metrics, observers)
+    return new_fabric(now=now, share=offers.append)
 
 
 def cables() -> list[tuple[PortRef, PortRef]]:

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from prometheus_client import CollectorRegistry
-
-from controller.metrics import ControllerMetrics
 from controller.openflow.fabric_events import FabricOffer, FabricShared, SharedPin
-from controller.openflow.fabric_owner import INHERITED_GRACE_S, FabricObserver, FabricOwner
+from controller.openflow.fabric_owner import INHERITED_GRACE_S
 from tests.openflow.fabric_harness import (
     DATA,
     EPOCH,
@@ -23,11 +20,9 @@ from tests.openflow.fabric_harness import (
     LEAF_B,
     SPINE,
     SPINE_2,
-    Clock,
     Fabric,
-    Recorder,
+    new_fabric,
     observed,
-    policy,
     two_spines,
 )
 
@@ -35,22 +30,9 @@ Pins = Mapping[int, tuple[SharedPin, ...]]
 
 
 def instance(offers: list[FabricOffer], now: float) -> Fabric:
-    """An owner that shares its pins (``offers``), its monotonic clock at ``now``."""
-    clock, sent = Clock(now), Recorder()
-    metrics = ControllerMetrics(registry=CollectorRegistry())
-    observers: list[FabricObserver] = [sent]
-    owner = FabricOwner(
-        policy(),
-        send_packet=sent.send_packet,
-        publish=sent.publish,
-        schedule=sent.schedule,
-        metrics=metrics,
-        observers=observers,
-        controller_id="test",
-        wall=lambda: EPOCH + (clock.now - now),  # every instance's wall clock agrees
-        share=offers.append,
-    )
-    return two_spines(Fabric(owner, clock, sent, metrics, observers))
+    """An owner that shares its pins (``offers``), its monotonic clock at ``now``; every
+    instance's wall clock agrees."""
+    return two_spines(new_fabric(now=now, share=offers.append, wall_origin=now))
 
 
 def shared(fabric: Fabric, mastered: set[int], pins: Pins | None = None) -> None:
