@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import re
 import shutil
 import signal
@@ -94,11 +95,29 @@ def socket_buffer_problems() -> list[str]:
     return problems
 
 
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_SPAN = 12_000
+"""How far below the kernel's ephemeral range ports are drawn."""
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free loopback port below the kernel's ephemeral range.
+
+    Outside that range no outgoing connection takes the port between now and its use:
+    neither the sockets of the fast tier, which runs beside the OVS tier, nor a switch
+    reconnecting to a dead controller on loopback, whose source port can be the very port
+    it dials (a TCP self-connect, which then holds the port the controller restarts on).
+    """
+    low = int(EPHEMERAL_RANGE.read_text().split()[0]) if EPHEMERAL_RANGE.exists() else 32768
+    for _ in range(500):
+        port = random.randrange(max(1024, low - PORT_SPAN), low)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or lingering): draw another
+            return port
+    raise RuntimeError(f"no free loopback port below {low}")
 
 
 def wait_for(
