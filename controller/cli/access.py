@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from controller.cli.credentials import ApiCallError
 from controller.cli.flows import POLL_INTERVAL_S, follow_stream
@@ -19,7 +18,7 @@ from controller.cli.remote import (
     report_request_failure,
     when,
 )
-from controller.cli.render import out
+from controller.cli.render import out, table
 
 token_app = typer.Typer(
     help="API tokens: create (shown once), list, revoke.", no_args_is_help=True, cls=HintingGroup
@@ -67,19 +66,23 @@ def list_tokens(api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> No
     if as_json:
         print_json(body)
         return
-    table = Table(title="API tokens", title_justify="left")
-    for column in ("name", "role", "tenant", "created", "expires", "last used"):
-        table.add_column(column)
-    for token in body["tokens"]:
-        table.add_row(
-            token["name"],
-            token["role"],
-            token.get("tenant") or "-",
-            when(token["created_at"]),
-            when(token["expires_at"]) if token.get("expires_at") else "never",
-            when(token["last_used"]) if token.get("last_used") else "never",
+    out.print(
+        table(
+            "API tokens",
+            ("name", "role", "tenant", "created", "expires", "last used"),
+            [
+                (
+                    token["name"],
+                    token["role"],
+                    token.get("tenant") or "-",
+                    when(token["created_at"]),
+                    when(token["expires_at"]) if token.get("expires_at") else "never",
+                    when(token["last_used"]) if token.get("last_used") else "never",
+                )
+                for token in body["tokens"]
+            ],
         )
-    out.print(table)
+    )
 
 
 @token_app.command()

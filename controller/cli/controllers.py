@@ -9,8 +9,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from rich.table import Table
-
 from controller.cli.credentials import ApiCallError
 from controller.cli.flows import human_age
 from controller.cli.remote import (
@@ -21,7 +19,7 @@ from controller.cli.remote import (
     print_json,
     report_failure,
 )
-from controller.cli.render import out
+from controller.cli.render import Row, out, print_table
 
 
 def _seconds(value: object) -> str:
@@ -43,31 +41,40 @@ def _takeover(takeover: object, now: float) -> str:
     return f"{dpid} from {takeover.get('previous')} {ago} ago"
 
 
+def _controller_row(controller: dict[str, Any], now: float) -> Row:
+    alive = controller.get("alive")
+    registered = controller.get("registered_at")
+    return (
+        str(controller["id"]),
+        "[green]live[/]" if alive else "[red]expired[/]",
+        f"{_seconds(controller.get('lease_age_s'))} ago" if alive else "-",
+        _seconds(controller.get("lease_expires_in_s")),
+        human_age(now - registered) if isinstance(registered, int | float) else "-",
+        str(len(controller.get("connected", []))),
+        _masters(controller),
+        _takeover(controller.get("last_takeover"), now),
+    )
+
+
 def render_controllers(body: dict[str, Any], now: float) -> None:
     controllers = body.get("controllers", [])
-    if not controllers:
-        out.print("no controller instance in the store (none runs with Redis, or all stopped)")
-        return
-    table = Table(title="controllers", title_justify="left")
-    for column in ("instance", "lease", "renewed", "expires in", "up", "connected", "masters"):
-        table.add_column(column)
-    table.add_column("last takeover")
-    for controller in controllers:
-        alive = controller.get("alive")
-        registered = controller.get("registered_at")
-        table.add_row(
-            str(controller["id"]),
-            "[green]live[/]" if alive else "[red]expired[/]",
-            f"{_seconds(controller.get('lease_age_s'))} ago" if alive else "-",
-            _seconds(controller.get("lease_expires_in_s")),
-            human_age(now - registered) if isinstance(registered, int | float) else "-",
-            str(len(controller.get("connected", []))),
-            _masters(controller),
-            _takeover(controller.get("last_takeover"), now),
-        )
-    out.print(table)
+    print_table(
+        "controllers",
+        (
+            "instance",
+            "lease",
+            "renewed",
+            "expires in",
+            "up",
+            "connected",
+            "masters",
+            "last takeover",
+        ),
+        [_controller_row(controller, now) for controller in controllers],
+        empty="no controller instance in the store (none runs with Redis, or all stopped)",
+    )
     unmastered = body.get("unmastered", [])
-    if unmastered:
+    if controllers and unmastered:
         out.print(
             f"[yellow]no live master[/] for {len(unmastered)} connected switch(es):"
             f" {', '.join(unmastered)} (taken at the next renewal once a lease expires)"

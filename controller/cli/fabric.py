@@ -25,7 +25,7 @@ from controller.cli.remote import (
     report_request_failure,
     when,
 )
-from controller.cli.render import out
+from controller.cli.render import Row, out, print_table, table
 from controller.policy.errors import FieldError
 
 STALE_AFTER_S = 30.0
@@ -91,66 +91,71 @@ def freshness(updated: object, now: float) -> str:
 def _switch_table(body: dict[str, Any]) -> Table:
     links = [link for link in body.get("links", []) if isinstance(link, dict)]
     hosts = [host for host in body.get("hosts", []) if isinstance(host, dict)]
-    table = Table(title=f"switches ({len(body.get('switches', []))})", title_justify="left")
-    for column in ("dpid", "decimal", "links up", "hosts"):
-        table.add_column(column, justify="left" if column == "dpid" else "right")
-    for dpid in body.get("switches", []):
+
+    def row(dpid: object) -> Row:
         up = sum(
             1
             for link in links
             if link.get("usable", True) and (link.get("src") or {}).get("dpid") == dpid
         )
         attached = sum(1 for host in hosts if (host.get("at") or {}).get("dpid") == dpid)
-        table.add_row(dpid_text(dpid), str(dpid), str(up), str(attached))
-    return table
+        return dpid_text(dpid), str(dpid), str(up), str(attached)
+
+    switches = body.get("switches", [])
+    return table(
+        f"switches ({len(switches)})",
+        ("dpid", "decimal", "links up", "hosts"),
+        [row(dpid) for dpid in switches],
+        right=("decimal", "links up", "hosts"),
+    )
 
 
-def _link_table(links: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"links ({len(links)} directions)", title_justify="left")
-    for column in ("from", "to", "capacity", "rate", "utilisation", "state"):
-        table.add_column(column, justify="right" if column in ("capacity", "rate") else "left")
-    for link in links:
-        table.add_row(
-            port_full(link.get("src")),
-            port_full(link.get("dst")),
-            human_rate(link.get("capacity_bps")),
-            human_rate(link.get("tx_bps")),
-            utilization_text(link.get("utilization")),
-            "up" if link.get("usable", True) else "[yellow]one way only[/]",
-        )
-    return table
+def _link_row(link: dict[str, Any]) -> Row:
+    return (
+        port_full(link.get("src")),
+        port_full(link.get("dst")),
+        human_rate(link.get("capacity_bps")),
+        human_rate(link.get("tx_bps")),
+        utilization_text(link.get("utilization")),
+        "up" if link.get("usable", True) else "[yellow]one way only[/]",
+    )
 
 
-def _host_table(hosts: list[dict[str, Any]]) -> Table:
-    table = Table(title=f"hosts ({len(hosts)})", title_justify="left")
-    for column in ("mac", "ipv4", "switch", "port"):
-        table.add_column(column)
-    for host in hosts:
-        at = host.get("at") or {}
-        table.add_row(
-            str(host.get("mac", "?")),
-            str(host.get("ipv4") or "-"),
-            dpid_text(at.get("dpid")),
-            f"{at['name']} ({at.get('port')})" if at.get("name") else str(at.get("port", "?")),
-        )
-    return table
+def _host_row(host: dict[str, Any]) -> Row:
+    at = host.get("at") or {}
+    return (
+        str(host.get("mac", "?")),
+        str(host.get("ipv4") or "-"),
+        dpid_text(at.get("dpid")),
+        f"{at['name']} ({at.get('port')})" if at.get("name") else str(at.get("port", "?")),
+    )
 
 
-def pinned_table(pinned: list[dict[str, Any]], now: float) -> Table:
-    table = Table(title=f"pinned elephants ({len(pinned)})", title_justify="left")
-    for column in ("flow", "class", "rate", "demand", "pinned for", "path"):
-        table.add_column(column, justify="right" if column in ("rate", "demand") else "left")
-    for flow in pinned:
-        since = flow.get("since")
-        table.add_row(
-            _flow_text(flow),
-            str(flow.get("traffic_class", "-")),
-            human_rate(flow.get("rate_bps")),
-            human_rate(flow.get("demand_bps")),
-            human_age(now - since) if isinstance(since, int | float) else "-",
-            hops_text(flow.get("path")),
-        )
-    return table
+def _pinned_row(flow: dict[str, Any], now: float) -> Row:
+    since = flow.get("since")
+    return (
+        _flow_text(flow),
+        str(flow.get("traffic_class", "-")),
+        human_rate(flow.get("rate_bps")),
+        human_rate(flow.get("demand_bps")),
+        human_age(now - since) if isinstance(since, int | float) else "-",
+        hops_text(flow.get("path")),
+    )
+
+
+def _dicts(body: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    return [item for item in body.get(key, []) if isinstance(item, dict)]
+
+
+def print_pinned(body: dict[str, Any], now: float, *, empty: str) -> None:
+    pinned = _dicts(body, "pinned")
+    print_table(
+        f"pinned elephants ({len(pinned)})",
+        ("flow", "class", "rate", "demand", "pinned for", "path"),
+        [_pinned_row(flow, now) for flow in pinned],
+        empty=empty,
+        right=("rate", "demand"),
+    )
 
 
 def render_topology(body: dict[str, Any], now: float) -> None:
@@ -160,21 +165,22 @@ def render_topology(body: dict[str, Any], now: float) -> None:
         highlight=False,
     )
     out.print(_switch_table(body))
-    links = [link for link in body.get("links", []) if isinstance(link, dict)]
-    if links:
-        out.print(_link_table(links))
-    else:
-        out.print("no switch-to-switch link discovered (LLDP)")
-    hosts = [host for host in body.get("hosts", []) if isinstance(host, dict)]
-    if hosts:
-        out.print(_host_table(hosts))
-    else:
-        out.print("no host learned yet (hosts are learned from their first packets)")
-    pinned = [flow for flow in body.get("pinned", []) if isinstance(flow, dict)]
-    if pinned:
-        out.print(pinned_table(pinned, now))
-    else:
-        out.print("no elephant pinned: every flow follows ECMP hashing")
+    links = _dicts(body, "links")
+    print_table(
+        f"links ({len(links)} directions)",
+        ("from", "to", "capacity", "rate", "utilisation", "state"),
+        [_link_row(link) for link in links],
+        empty="no switch-to-switch link discovered (LLDP)",
+        right=("capacity", "rate"),
+    )
+    hosts = _dicts(body, "hosts")
+    print_table(
+        f"hosts ({len(hosts)})",
+        ("mac", "ipv4", "switch", "port"),
+        [_host_row(host) for host in hosts],
+        empty="no host learned yet (hosts are learned from their first packets)",
+    )
+    print_pinned(body, now, empty="no elephant pinned: every flow follows ECMP hashing")
 
 
 def _host_line(role: str, host: object) -> str:
@@ -184,28 +190,26 @@ def _host_line(role: str, host: object) -> str:
     return f"{role}: {address} at switch {port_full(host.get('at'))}"
 
 
+def _ecmp_row(index: int, path: list[Any]) -> Row:
+    switches = " > ".join(dpid_text(hop.get("dpid")) for hop in path if isinstance(hop, dict))
+    return str(index), switches, hops_text(path)
+
+
 def render_paths(body: dict[str, Any], now: float) -> None:
     out.print(_host_line("src", body.get("src")), highlight=False)
     out.print(_host_line("dst", body.get("dst")), highlight=False)
     ecmp = [path for path in body.get("ecmp", []) if isinstance(path, list)]
-    if not ecmp:
-        out.print("[yellow]no path: the two switches are not connected[/]", highlight=False)
-    else:
-        table = Table(title=f"ECMP paths ({len(ecmp)})", title_justify="left")
-        table.add_column("#", justify="right")
-        table.add_column("switches")
-        table.add_column("output ports")
-        for index, path in enumerate(ecmp, start=1):
-            switches = " > ".join(
-                dpid_text(hop.get("dpid")) for hop in path if isinstance(hop, dict)
-            )
-            table.add_row(str(index), switches, hops_text(path))
-        out.print(table)
-    pinned = [flow for flow in body.get("pinned", []) if isinstance(flow, dict)]
-    if pinned:
-        out.print(pinned_table(pinned, now))
-    else:
-        out.print("no elephant between them is pinned: their flows follow ECMP hashing")
+    print_table(
+        f"ECMP paths ({len(ecmp)})",
+        ("#", "switches", "output ports"),
+        [_ecmp_row(index, path) for index, path in enumerate(ecmp, start=1)],
+        empty="[yellow]no path: the two switches are not connected[/]",
+        right=("#",),
+        highlight=False,
+    )
+    print_pinned(
+        body, now, empty="no elephant between them is pinned: their flows follow ECMP hashing"
+    )
 
 
 def topology(api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> None:

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from controller.classify.records import FLOW_RECORDS, FlowRecord
 from controller.cli.credentials import ApiCallError
@@ -28,7 +27,7 @@ from controller.cli.remote import (
     report_request_failure,
     when,
 )
-from controller.cli.render import out, version_note
+from controller.cli.render import out, print_table, version_note
 
 POLL_INTERVAL_S = 0.5
 _PROTOCOLS = {1: "icmp", 6: "tcp", 17: "udp", 58: "icmpv6"}
@@ -100,23 +99,24 @@ def five_tuple(flow: FlowRecord) -> str:
 def render_flows(body: dict[str, Any], now: float) -> None:
     """The API's answer as a table, read into the API's own records (``FlowRecord``)."""
     flows = FLOW_RECORDS.validate_python(body.get("flows", []))
-    if not flows:
-        out.print("no tracked flow matches (only switches of live controllers are shown)")
-        return
-    table = Table(title=f"flows ({len(flows)}, largest first)", title_justify="left")
-    for column in ("switch", "flow", "class", "why", "bytes", "rate", "age"):
-        table.add_column(column, justify="right" if column in ("bytes", "rate", "age") else "left")
-    for flow in flows:
-        table.add_row(
-            flow.switch,
-            five_tuple(flow),
-            flow.traffic_class,
-            flow.why,
-            human_bytes(flow.bytes),
-            human_rate(flow.rate_bps),
-            human_age(now - flow.first_seen),
-        )
-    out.print(table)
+    print_table(
+        f"flows ({len(flows)}, largest first)",
+        ("switch", "flow", "class", "why", "bytes", "rate", "age"),
+        [
+            (
+                flow.switch,
+                five_tuple(flow),
+                flow.traffic_class,
+                flow.why,
+                human_bytes(flow.bytes),
+                human_rate(flow.rate_bps),
+                human_age(now - flow.first_seen),
+            )
+            for flow in flows
+        ],
+        empty="no tracked flow matches (only switches of live controllers are shown)",
+        right=("bytes", "rate", "age"),
+    )
 
 
 def flows(

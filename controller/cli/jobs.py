@@ -14,7 +14,6 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from controller.cli.credentials import ApiCallError
 from controller.cli.groups import HintingGroup
@@ -28,7 +27,7 @@ from controller.cli.remote import (
     report_request_failure,
     when,
 )
-from controller.cli.render import out
+from controller.cli.render import Row, out, print_table
 from controller.policy.errors import FieldError
 
 app = typer.Typer(
@@ -122,25 +121,25 @@ def render_job(body: dict[str, Any]) -> None:
     )
 
 
+def _job_row(job: dict[str, Any], now: float) -> Row:
+    return (
+        job["name"],
+        job["class"],
+        str(job.get("weight", 1)),
+        "\n".join(endpoint_text(e) for e in job.get("endpoints", [])),
+        when(job.get("created_at")),
+        when(job.get("expires_at")),
+        remaining(job.get("expires_at"), now),
+    )
+
+
 def render_jobs(body: dict[str, Any], now: float) -> None:
-    jobs = body.get("jobs", [])
-    if not jobs:
-        out.print("no live job")
-        return
-    table = Table(title="jobs", title_justify="left")
-    for column in ("name", "class", "weight", "endpoints", "registered", "expires", "left"):
-        table.add_column(column)
-    for job in jobs:
-        table.add_row(
-            job["name"],
-            job["class"],
-            str(job.get("weight", 1)),
-            "\n".join(endpoint_text(e) for e in job.get("endpoints", [])),
-            when(job.get("created_at")),
-            when(job.get("expires_at")),
-            remaining(job.get("expires_at"), now),
-        )
-    out.print(table)
+    print_table(
+        "jobs",
+        ("name", "class", "weight", "endpoints", "registered", "expires", "left"),
+        [_job_row(job, now) for job in body.get("jobs", [])],
+        empty="no live job",
+    )
 
 
 @app.command()

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from controller.cli.credentials import EXIT_NOT_APPLIED, ApiCallError
 from controller.cli.groups import HintingGroup
@@ -29,7 +28,17 @@ from controller.cli.remote import (
     report_failure,
     when,
 )
-from controller.cli.render import err, out, plain, print_policy_error, safe, version_note
+from controller.cli.render import (
+    Row,
+    err,
+    out,
+    plain,
+    print_policy_error,
+    print_table,
+    safe,
+    table,
+    version_note,
+)
 from controller.policy.errors import PolicyError
 from controller.policy.units import format_rate
 
@@ -82,21 +91,25 @@ def validate(file: FileArgument) -> None:
         print_policy_error(exc)
         raise typer.Exit(1) from None
     plan = plan_switch(policy, {})
-    table = Table(title=f"{file}: valid", title_justify="left")
-    for column in ("class", "queue", "priority", "dscp", "min", "max", "on a port of"):
-        table.add_column(column)
     port = plan_port_qos(policy, "(default)", None)
-    for queue in port.queues:
-        table.add_row(
-            queue.class_name,
-            str(queue.queue_id),
-            str(queue.priority),
-            str(queue.dscp),
-            format_rate(queue.min_bps),
-            format_rate(queue.max_bps),
-            format_rate(port.rate_bps),
+    out.print(
+        table(
+            f"{file}: valid",
+            ("class", "queue", "priority", "dscp", "min", "max", "on a port of"),
+            [
+                (
+                    queue.class_name,
+                    str(queue.queue_id),
+                    str(queue.priority),
+                    str(queue.dscp),
+                    format_rate(queue.min_bps),
+                    format_rate(queue.max_bps),
+                    format_rate(port.rate_bps),
+                )
+                for queue in port.queues
+            ],
         )
-    out.print(table)
+    )
     out.print(
         f"{len(policy.rules)} rules, default class {policy.default_class!r},"
         f" {entries_text(policy, len(plan.flows))}",
@@ -172,38 +185,48 @@ def _version_line(body: dict[str, Any]) -> str:
     return line + version_note(body.get("rollback_of"), body.get("comment"))
 
 
+def _class_row(queue: int, name: object, spec: object) -> Row:
+    spec = spec if isinstance(spec, dict) else {}
+    return (
+        str(name),
+        str(queue),
+        str(spec.get("priority", "-")),
+        str(spec.get("dscp", "-")),
+        str(spec.get("min_rate", "-")),
+        str(spec.get("max_rate", "port rate")),
+        str(spec.get("share", "per-flow")),
+    )
+
+
+def _rule_row(index: int, rule: object) -> Row:
+    rule = rule if isinstance(rule, dict) else {}
+    return (
+        str(index),
+        str(rule.get("name", "")),
+        _match_text(rule.get("match")),
+        str(rule.get("class", "")),
+        "yes" if rule.get("bidirectional", True) else "no",
+    )
+
+
 def render_policy(body: dict[str, Any]) -> None:
     document = body.get("policy", {})
     out.print(f"[bold]{_version_line(body)}[/]", highlight=False)
-    classes = Table(title="classes", title_justify="left")
-    for column in ("class", "queue", "priority", "dscp", "min", "max", "share"):
-        classes.add_column(column)
-    for queue, (name, spec) in enumerate(dict(document.get("classes", {})).items()):
-        spec = spec if isinstance(spec, dict) else {}
-        classes.add_row(
-            str(name),
-            str(queue),
-            str(spec.get("priority", "-")),
-            str(spec.get("dscp", "-")),
-            str(spec.get("min_rate", "-")),
-            str(spec.get("max_rate", "port rate")),
-            str(spec.get("share", "per-flow")),
+    classes = dict(document.get("classes", {})).items()
+    out.print(
+        table(
+            "classes",
+            ("class", "queue", "priority", "dscp", "min", "max", "share"),
+            [_class_row(queue, name, spec) for queue, (name, spec) in enumerate(classes)],
         )
-    out.print(classes)
-    rules = Table(title=f"rules (default class {document.get('default_class')})")
-    rules.title_justify = "left"
-    for column in ("#", "name", "match", "class", "both ways"):
-        rules.add_column(column)
-    for index, rule in enumerate(document.get("rules", [])):
-        rule = rule if isinstance(rule, dict) else {}
-        rules.add_row(
-            str(index),
-            str(rule.get("name", "")),
-            _match_text(rule.get("match")),
-            str(rule.get("class", "")),
-            "yes" if rule.get("bidirectional", True) else "no",
+    )
+    out.print(
+        table(
+            f"rules (default class {document.get('default_class')})",
+            ("#", "name", "match", "class", "both ways"),
+            [_rule_row(index, rule) for index, rule in enumerate(document.get("rules", []))],
         )
-    out.print(rules)
+    )
     ports = document.get("ports", {}) if isinstance(document.get("ports"), dict) else {}
     overrides = ports.get("overrides") or {}
     line = f"ports: {ports.get('rate', '10Gbit')}"
@@ -258,16 +281,16 @@ def other_sections(document: dict[str, Any]) -> list[str]:
 
 def _print_applied(body: dict[str, Any]) -> None:
     applied: dict[str, int] = body.get("applied", {})
-    if not applied:
-        out.print("no live switch reports an applied version")
-        return
-    table = Table(title="applied on switches", title_justify="left")
-    table.add_column("dpid")
-    table.add_column("version")
-    for dpid, version in applied.items():
-        mark = "[green]current[/]" if version >= body["version"] else "[yellow]behind[/]"
-        table.add_row(dpid, f"{version} {mark}")
-    out.print(table)
+
+    def mark(version: int) -> str:
+        return "[green]current[/]" if version >= body["version"] else "[yellow]behind[/]"
+
+    print_table(
+        "applied on switches",
+        ("dpid", "version"),
+        [(dpid, f"{version} {mark(version)}") for dpid, version in applied.items()],
+        empty="no live switch reports an applied version",
+    )
 
 
 def render_written(body: dict[str, Any], write: WriteOptions) -> bool:
@@ -307,28 +330,28 @@ def _finish_write(body: dict[str, Any], write: WriteOptions, *, as_json: bool) -
         raise typer.Exit(EXIT_NOT_APPLIED)
 
 
+def _version_row(version: dict[str, Any]) -> Row:
+    notes = []
+    if version.get("active"):
+        notes.append("[green]active[/]")
+    if version.get("rollback_of"):
+        notes.append(f"rollback to {version['rollback_of']}")
+    return (
+        str(version["version"]),
+        when(version["created_at"]),
+        plain(version["author"]),  # stored text: shown as it is, never as markup
+        plain(version["comment"]),
+        ", ".join(notes),
+    )
+
+
 def render_history(body: dict[str, Any]) -> None:
-    versions = body.get("versions", [])
-    if not versions:
-        out.print("no policy stored yet")
-        return
-    table = Table(title="policy history (newest first)", title_justify="left")
-    for column in ("version", "created", "author", "comment", ""):
-        table.add_column(column)
-    for version in versions:
-        notes = []
-        if version.get("active"):
-            notes.append("[green]active[/]")
-        if version.get("rollback_of"):
-            notes.append(f"rollback to {version['rollback_of']}")
-        table.add_row(
-            str(version["version"]),
-            when(version["created_at"]),
-            plain(version["author"]),  # stored text: shown as it is, never as markup
-            plain(version["comment"]),
-            ", ".join(notes),
-        )
-    out.print(table)
+    print_table(
+        "policy history (newest first)",
+        ("version", "created", "author", "comment", ""),
+        [_version_row(version) for version in body.get("versions", [])],
+        empty="no policy stored yet",
+    )
 
 
 def _changes_cell(changes: dict[str, Any]) -> str:
@@ -358,6 +381,21 @@ def quota_lines(quotas: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _plan_row(switch: dict[str, Any]) -> Row:
+    queue_changes = sum(
+        len(p["queues"][k]) for p in switch["ports"] for k in ("added", "changed", "removed")
+    )
+    return (
+        switch["dpid"],
+        str(switch.get("applied_version") or "-"),
+        _changes_cell(switch["flows"]),
+        _changes_cell(switch["groups"]) if "groups" in switch else "-",
+        _meters_cell(switch["meters"]) if "meters" in switch else "-",
+        str(queue_changes),
+        "[green]in sync[/]" if switch["in_sync"] else "[yellow]changes[/]",
+    )
+
+
 def render_plan(body: dict[str, Any]) -> None:
     switches = body.get("switches", [])
     if "rule_entries" in body:
@@ -372,27 +410,22 @@ def render_plan(body: dict[str, Any]) -> None:
         out.print(line, highlight=False, markup=False)
     for warning in body.get("warnings", []):
         out.print(f"[yellow]warning:[/] {warning}", highlight=False)
+    print_table(
+        "plan: what applying would change",
+        (
+            "dpid",
+            "runs version",
+            "flows +add ~change -remove =same",
+            "groups",
+            "meters",
+            "queues",
+            "",
+        ),
+        [_plan_row(switch) for switch in switches],
+        empty="valid; no live switch, so nothing would change now",
+    )
     if not switches:
-        out.print("valid; no live switch, so nothing would change now")
         return
-    summary = Table(title="plan: what applying would change", title_justify="left")
-    columns = ("dpid", "runs version", "flows +add ~change -remove =same", "groups", "meters")
-    for column in (*columns, "queues", ""):
-        summary.add_column(column)
-    for switch in switches:
-        queue_changes = sum(
-            len(p["queues"][k]) for p in switch["ports"] for k in ("added", "changed", "removed")
-        )
-        summary.add_row(
-            switch["dpid"],
-            str(switch.get("applied_version") or "-"),
-            _changes_cell(switch["flows"]),
-            _changes_cell(switch["groups"]) if "groups" in switch else "-",
-            _meters_cell(switch["meters"]) if "meters" in switch else "-",
-            str(queue_changes),
-            "[green]in sync[/]" if switch["in_sync"] else "[yellow]changes[/]",
-        )
-    out.print(summary)
     for switch in switches:
         inputs = switch.get("inputs") or {}
         if inputs.get("note"):

@@ -28,7 +28,6 @@ from urllib.parse import quote
 
 import httpx
 import typer
-from rich.table import Table
 
 from controller.auth.files import TOKEN_ENV
 from controller.cli.credentials import (
@@ -39,7 +38,7 @@ from controller.cli.credentials import (
     EXIT_UNAVAILABLE,
     ApiCallError,
 )
-from controller.cli.render import err, out, print_policy_error, safe
+from controller.cli.render import Row, err, out, print_policy_error, print_table, safe, table
 from controller.policy.errors import FieldError, PolicyError
 from controller.policy.units import format_rate
 
@@ -346,44 +345,53 @@ def _applied_cell(applied: object, active: object) -> str:
     return f"[yellow]{applied}[/] (behind {active})"
 
 
+def _port_row(dpid: str, port: dict[str, Any]) -> Row:
+    queues = ", ".join(
+        f"{q['queue_id']}:{q['class_name']} {rate(q['min_bps'])}-{rate(q['max_bps'])}"
+        for q in port.get("queues", [])
+    )
+    return (
+        dpid,
+        port["name"],
+        str(port["number"]),
+        rate(port.get("link_bps")),
+        rate(port.get("rate_bps")),
+        queues or "-",
+    )
+
+
 def render_switches(body: dict[str, Any]) -> None:
     switches = body.get("switches", [])
     active = body.get("active_version")
-    if not switches:
-        out.print(f"no live switch (active policy version: {active if active else 'none'})")
-        return
-    table = Table(title=f"switches (active policy version {active})", title_justify="left")
-    for column in ("dpid", "controller", "datapath", "connected", "applied", "ports", "flows"):
-        table.add_column(column)
-    for switch in switches:
-        table.add_row(
-            switch["dpid"],
-            switch["controller"],
-            switch.get("datapath_type") or "-",
-            when(switch.get("connected_at")),
-            _applied_cell(switch.get("applied_version"), active),
-            str(len(switch.get("ports", []))),
-            str(switch.get("flow_count", 0)),
-        )
-    out.print(table)
-    ports = Table(title="ports", title_justify="left")
-    for column in ("dpid", "port", "number", "link", "rate", "queues (min-max)"):
-        ports.add_column(column)
-    for switch in switches:
-        for port in switch.get("ports", []):
-            queues = ", ".join(
-                f"{q['queue_id']}:{q['class_name']} {rate(q['min_bps'])}-{rate(q['max_bps'])}"
-                for q in port.get("queues", [])
-            )
-            ports.add_row(
+    print_table(
+        f"switches (active policy version {active})",
+        ("dpid", "controller", "datapath", "connected", "applied", "ports", "flows"),
+        [
+            (
                 switch["dpid"],
-                port["name"],
-                str(port["number"]),
-                rate(port.get("link_bps")),
-                rate(port.get("rate_bps")),
-                queues or "-",
+                switch["controller"],
+                switch.get("datapath_type") or "-",
+                when(switch.get("connected_at")),
+                _applied_cell(switch.get("applied_version"), active),
+                str(len(switch.get("ports", []))),
+                str(switch.get("flow_count", 0)),
             )
-    out.print(ports)
+            for switch in switches
+        ],
+        empty=f"no live switch (active policy version: {active if active else 'none'})",
+    )
+    if switches:
+        out.print(
+            table(
+                "ports",
+                ("dpid", "port", "number", "link", "rate", "queues (min-max)"),
+                [
+                    _port_row(switch["dpid"], port)
+                    for switch in switches
+                    for port in switch.get("ports", [])
+                ],
+            )
+        )
 
 
 def switches(api: ApiOption = DEFAULT_API, as_json: JsonOption = False) -> None:

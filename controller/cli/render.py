@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Annotated, Any
 
 import typer
@@ -21,6 +21,7 @@ from rich.console import Console, ConsoleOptions, RenderableType
 from rich.errors import MarkupError
 from rich.markup import escape
 from rich.segment import Segment
+from rich.table import Table
 from rich.text import Text
 
 from controller.logs import LogFormat
@@ -98,6 +99,41 @@ def console(stderr: bool = False) -> Console:
 
 out = console()
 err = console(stderr=True)
+
+
+Row = Sequence[RenderableType]
+"""One table row: a cell per column, markup strings or ``plain`` texts."""
+
+
+def table(
+    title: str, columns: Iterable[str], rows: Iterable[Row], *, right: Collection[str] = ()
+) -> Table:
+    """The CLI's one table style: titled on the left, a column per name (left-aligned, but
+    those named in ``right``: numbers), then the rows."""
+    grid = Table(title=title, title_justify="left")
+    for column in columns:
+        grid.add_column(column, justify="right" if column in right else "left")
+    for row in rows:
+        grid.add_row(*row)
+    return grid
+
+
+def print_table(
+    title: str,
+    columns: Iterable[str],
+    rows: Sequence[Row],
+    *,
+    empty: str,
+    right: Collection[str] = (),
+    highlight: bool | None = None,
+) -> None:
+    """``table`` on stdout, or the line ``empty`` when there is no row: a table with only
+    headers would say less than a sentence naming why it is empty. ``highlight`` is
+    ``empty``'s (rich's repr highlighting), for a line that carries its own markup."""
+    if rows:
+        out.print(table(title, columns, rows, right=right))
+    else:
+        out.print(empty, highlight=highlight)
 
 
 def version_note(rollback_of: object, comment: object) -> str:

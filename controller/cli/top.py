@@ -18,7 +18,6 @@ import typer
 from pydantic import TypeAdapter
 from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 
 from controller.classify.records import FLOW_RECORDS, FlowRecord
 from controller.cli.credentials import ApiCallError
@@ -31,7 +30,7 @@ from controller.cli.remote import (
     print_json,
     report_request_failure,
 )
-from controller.cli.render import out
+from controller.cli.render import Row, out, table
 from controller.qos.records import QueueStats
 
 TOP_FLOWS = 10
@@ -130,53 +129,58 @@ def top_view(
     return TopView(switches.get("active_version"), summary, rows, by_rate[:top], sorted(missing))
 
 
+def _queue_row(row: QueueRow) -> Row:
+    q = row.queue
+    backlog = f"{human_bytes(q.backlog_bytes)} / {q.backlog_packets}p" if q.backlog_packets else "-"
+    return (
+        row.switch,
+        q.port,
+        q.traffic_class,
+        human_rate(q.rate_bps),
+        human_rate(q.min_bps),
+        f"[red]{q.drops}[/]" if q.drops else "0",
+        backlog,
+    )
+
+
 def render_top(view: TopView, at: float) -> Group:
     stamp = time.strftime("%H:%M:%S", time.localtime(at))
-    switches = Table(
-        title=f"flowlane top  {stamp}  active version {view.active_version or '-'}",
-        title_justify="left",
+    switches = table(
+        f"flowlane top  {stamp}  active version {view.active_version or '-'}",
+        ("switch", "applied", "datapath", "ports", "flows"),
+        [
+            (
+                str(s["dpid"]),
+                str(s["applied_version"] if s["applied_version"] is not None else "-"),
+                str(s["datapath"] or "-"),
+                str(s["ports"]),
+                str(s["flows"]),
+            )
+            for s in view.switches
+        ],
     )
-    for column in ("switch", "applied", "datapath", "ports", "flows"):
-        switches.add_column(column)
-    for s in view.switches:
-        switches.add_row(
-            str(s["dpid"]),
-            str(s["applied_version"] if s["applied_version"] is not None else "-"),
-            str(s["datapath"] or "-"),
-            str(s["ports"]),
-            str(s["flows"]),
-        )
-    queues = Table(title="queues by port and class", title_justify="left")
-    for column in ("switch", "port", "class", "rate", "guarantee", "drops", "backlog"):
-        queues.add_column(
-            column, justify="left" if column in ("switch", "port", "class") else "right"
-        )
-    for row in view.queues:
-        q = row.queue
-        backlog = (
-            f"{human_bytes(q.backlog_bytes)} / {q.backlog_packets}p" if q.backlog_packets else "-"
-        )
-        queues.add_row(
-            row.switch,
-            q.port,
-            q.traffic_class,
-            human_rate(q.rate_bps),
-            human_rate(q.min_bps),
-            f"[red]{q.drops}[/]" if q.drops else "0",
-            backlog,
-        )
-    flows = Table(title=f"top {len(view.flows)} flows by rate", title_justify="left")
-    for column in ("switch", "flow", "class", "why", "rate", "bytes"):
-        flows.add_column(column, justify="right" if column in ("rate", "bytes") else "left")
-    for f in view.flows:
-        flows.add_row(
-            f.switch,
-            five_tuple(f),
-            f.traffic_class,
-            f.why,
-            human_rate(f.rate_bps),
-            human_bytes(f.bytes),
-        )
+    queues = table(
+        "queues by port and class",
+        ("switch", "port", "class", "rate", "guarantee", "drops", "backlog"),
+        [_queue_row(row) for row in view.queues],
+        right=("rate", "guarantee", "drops", "backlog"),
+    )
+    flows = table(
+        f"top {len(view.flows)} flows by rate",
+        ("switch", "flow", "class", "why", "rate", "bytes"),
+        [
+            (
+                f.switch,
+                five_tuple(f),
+                f.traffic_class,
+                f.why,
+                human_rate(f.rate_bps),
+                human_bytes(f.bytes),
+            )
+            for f in view.flows
+        ],
+        right=("rate", "bytes"),
+    )
     parts: list[Any] = [switches, queues, flows]
     if view.missing_queues:
         parts.append(f"no queue telemetry from {', '.join(view.missing_queues)}")

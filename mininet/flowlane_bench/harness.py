@@ -38,6 +38,7 @@ from controller.qos import tc
 from controller.qos.ovsdb import Ovsdb
 from controller.qos.plan import tc_filters
 from flowlane_bench.nodes import Net, Node
+from flowlane_bench.processes import stop_process as stop_process  # harness.stop_process
 from flowlane_bench.topologies import OffloadOffHost
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,18 +130,6 @@ def wait_for(
             return
         time.sleep(interval_s)
     raise TimeoutError(f"timed out after {timeout_s:g}s waiting for {what}")
-
-
-def stop_process(process: subprocess.Popen[Any], timeout_s: float = 5) -> int | None:
-    """SIGTERM, then SIGKILL; returns the exit code."""
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout_s)
-    return process.returncode
 
 
 @dataclass

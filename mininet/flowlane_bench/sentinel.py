@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from flowlane_bench.processes import stop_process
+
 MASTER = "flowlane"
 DOWN_AFTER_MS = 1000
 """How long a silent primary is given before the Sentinels call it down."""
@@ -140,12 +142,7 @@ class Node:
             return
         if process.poll() is None:
             os.kill(process.pid, signal.SIGCONT)  # a paused one cannot act on SIGTERM
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        stop_process(process, timeout_s=10)
 
 
 def _data_args(port: int) -> list[str]:

@@ -36,20 +36,10 @@ from typer.testing import CliRunner
 from controller.cli import render
 from controller.cli import scenario as scenario_cli
 from controller.cli.main import app
+from tests.support.scenarios import SHIPPED_SCENARIOS
 
 REPO = Path(__file__).resolve().parents[2]
 RUNNER = "flowlane_bench.scenario"
-SHIPPED = (
-    "allreduce",
-    "collide",
-    "failover",
-    "incast",
-    "isolation",
-    "jobs-fabric",
-    "jobs-share",
-    "jobs-weights",
-    "leafspine",
-)
 MODES = ["fifo", "static", "flowlane"]
 CAPACITY = 50_000_000
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -180,7 +170,7 @@ def test_list_shows_every_shipped_scenario(runner: CliRunner) -> None:
     assert result.exception is None
     lines = result.stdout.splitlines()
     names = [line.split("│")[1].strip() for line in lines if line.startswith("│")]
-    assert [name for name in names if name] == list(SHIPPED)
+    assert [name for name in names if name] == list(SHIPPED_SCENARIOS)
     text = flat(result.stdout)
     assert "invalid" not in text
     assert "leaf-spine" in text and "dumbbell" in text and "single" in text
@@ -200,7 +190,7 @@ def test_the_runners_tables_are_whole_when_piped() -> None:
     assert listed.returncode == 0, listed.stderr
     rows = [line for line in listed.stderr.splitlines() if line.startswith("│")]
     names = [line.split("│")[1].strip() for line in rows]
-    assert names == list(SHIPPED)  # one line each: nothing wrapped
+    assert names == list(SHIPPED_SCENARIOS)  # one line each: nothing wrapped
     assert max(len(line) for line in rows) > 80
 
 

@@ -11,6 +11,7 @@ from flowlane_bench.suite.modes import FIFO_CLASS, mode_document, mode_policy, n
 from flowlane_bench.suite.spec import Mode
 
 from controller.policy.load import load_policy_document, parse_policy
+from tests.support.scenarios import SHIPPED_SCENARIOS
 
 REPO = Path(__file__).resolve().parents[2]
 POLICY_FILES = sorted((REPO / "policies" / "scenarios").glob("*.yaml"))
@@ -23,17 +24,7 @@ def document(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 
 def test_the_scenario_policies_are_shipped() -> None:
-    assert [p.stem for p in POLICY_FILES] == [
-        "allreduce",
-        "collide",
-        "failover",
-        "incast",
-        "isolation",
-        "jobs-fabric",
-        "jobs-share",
-        "jobs-weights",
-        "leafspine",
-    ]
+    assert [p.stem for p in POLICY_FILES] == list(SHIPPED_SCENARIOS)
 
 
 def test_fifo_is_one_class_without_rules_or_detection(document: dict[str, Any]) -> None:

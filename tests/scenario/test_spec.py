@@ -20,6 +20,8 @@ from flowlane_bench.suite.spec import (
     scenario_files,
 )
 
+from tests.support.scenarios import SHIPPED_SCENARIOS
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
 SCENARIO_FILES = sorted(SCENARIOS.glob("*.yaml"))
@@ -105,17 +107,7 @@ def only_error(path: Path, repo: Path) -> tuple[str, str]:
 
 
 def test_the_scenarios_are_shipped() -> None:
-    assert list(scenario_files(SCENARIOS)) == [
-        "allreduce",
-        "collide",
-        "failover",
-        "incast",
-        "isolation",
-        "jobs-fabric",
-        "jobs-share",
-        "jobs-weights",
-        "leafspine",
-    ]
+    assert list(scenario_files(SCENARIOS)) == list(SHIPPED_SCENARIOS)
     assert scenario_files(SCENARIOS)["incast"] == SCENARIOS / "incast.yaml"
 
 

@@ -11,6 +11,8 @@ from flowlane_bench.suite.summary import markdown_table, scenario_list, summary_
 from rich.console import Console
 from rich.table import Table
 
+from tests.support.scenarios import SHIPPED_SCENARIOS
+
 REPO = Path(__file__).resolve().parents[2]
 SCENARIOS = REPO / "mininet" / "scenarios"
 
@@ -125,17 +127,7 @@ def test_scenario_list_shows_every_shipped_scenario() -> None:
     text = render(scenario_list(SCENARIOS, REPO))
     assert f"scenarios in {SCENARIOS}" in text
     table = rows(text)
-    assert list(table) == [
-        "allreduce",
-        "collide",
-        "failover",
-        "incast",
-        "isolation",
-        "jobs-fabric",
-        "jobs-share",
-        "jobs-weights",
-        "leafspine",
-    ]
+    assert list(table) == list(SHIPPED_SCENARIOS)
     assert table["allreduce"][1:4] == [
         "dumbbell",
         "allreduce (allreduce), inference (inference)",
@@ -157,18 +149,7 @@ def test_scenario_list_shows_an_invalid_files_error(tmp_path: Path) -> None:
     (tmp_path / "broken.yaml").write_text(broken, encoding="utf-8")
     (tmp_path / "notes.txt").write_text("not a scenario", encoding="utf-8")
     table = rows(render(scenario_list(tmp_path, REPO)))
-    assert list(table) == [
-        "allreduce",
-        "broken",
-        "collide",
-        "failover",
-        "incast",
-        "isolation",
-        "jobs-fabric",
-        "jobs-share",
-        "jobs-weights",
-        "leafspine",
-    ]
+    assert list(table) == sorted((*SHIPPED_SCENARIOS, "broken"))
     assert table["broken"][1:4] == ["-", "-", "-"]
     assert table["broken"][4] == (
         "invalid (1 errors): bottleneck: no port 's1-eth9' in the topology"

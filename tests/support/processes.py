@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flowlane_bench.harness import stop_process
+from flowlane_bench.processes import stop_process
 
 
 def stat_fields(pid: int) -> list[str] | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from flowlane_bench.processes import stop_process
 
 from controller.auth.certs import issue, new_authority
 
@@ -137,14 +138,8 @@ class RedisServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        if process is not None:
+            stop_process(process, timeout_s=10)
 
 
 StartRedis = Callable[[int | None], RedisServer]
