@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ import redis
 
 from controller.store.client import connect
 from tests.support.redis_server import RedisServer, StartRedis
+from tests.support.slow_first import SLOW_S, slow_first
 
 if TYPE_CHECKING:
     from tests.support.isolation_modes import IsolationRun
@@ -30,6 +32,13 @@ if TYPE_CHECKING:
 # (the CLI uses it) and the TestClient works with it. The warning fires once, when the first
 # test conftest imports the TestClient, before any pytest hook could add an ini filter.
 warnings.filterwarnings("ignore", message="Using `httpx` with `starlette.testclient` is deprecated")
+
+# Test modules are rewritten by pytest (its assertion messages) as they are collected, and the
+# rewritten code is cached beside them (__pycache__, ignored by git), unless
+# $PYTHONDONTWRITEBYTECODE says not to write bytecode: then every worker rewrites all 500 test
+# and support modules on every run, about 6 s of CPU each, which four workers on two cores
+# pay before the first test starts.  The suite keeps its cache whatever the environment says.
+sys.dont_write_bytecode = False
 
 
 def free_port() -> int:
@@ -118,6 +127,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if not any(item.get_closest_marker(mark) for mark in SERIAL_MARKS):
             item.add_marker(pytest.mark.fast)
+
+
+class SlowFirst:
+    """Orders the collection for pytest-xdist (``tests.support.slow_first``): the known-slow
+    tests lead the workers' shares.  After ``-m`` deselected (``trylast``), so the shares are
+    those of the tests that run; every worker computes the same order, as xdist requires."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        order = slow_first([item.nodeid for item in items], self.workers, SLOW_S)
+        items[:] = [items[i] for i in order]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput: dict[str, object] | None = getattr(config, "workerinput", None)
+    if workerinput is not None:  # an xdist worker: it collects, the controller hands out
+        workers = int(str(workerinput["workercount"]))
+        config.pluginmanager.register(SlowFirst(workers), "flowlane-slow-first")
 
 
 @pytest.fixture(autouse=True)

@@ -17,7 +17,6 @@ from controller.pipeline.planner import BasePlans
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
 from controller.qos.plan import PortQos, plan_port_qos
-from controller.qos.provision import plan_ports
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,12 @@ def plan(
         base_plans,
     )
     if base_plans is None:
-        qos = plan_ports(policy, {port.name: port.link_bps for port in inputs.ports}, jobs)
+        # qos.plan, not qos.provision (whose plan_ports is this): provision imports the OVSDB
+        # and tc clients (eventlet, pyroute2), which the API and `flowlane up` never use.
+        qos = {
+            port.name: plan_port_qos(policy, port.name, port.link_bps, jobs)
+            for port in inputs.ports
+        }
     else:
         qos = {port.name: _port_qos(policy, port, jobs, base_plans) for port in inputs.ports}
     return SwitchPlan(desired, qos)

@@ -28,6 +28,8 @@ import pytest
 import redis
 import yaml
 from flowlane_bench.harness import free_port, wait_for
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from typer.testing import CliRunner
 
 from controller.cli.main import app
@@ -293,8 +295,9 @@ def test_up_restarts_dead_children_and_keeps_its_data(tmp_path: Path) -> None:
             assert password not in Path(f"/proc/{pid}/cmdline").read_text()
         match = re.search(r"Redis +redis://127\.0\.0\.1:(\d+)/0", log.read_text())
         assert match is not None, log.read_text()
+        # Asked once: redis-py's default retries of the refused HELLO took 3 s.
         with pytest.raises(redis.AuthenticationError):
-            redis.Redis(port=int(match[1]), socket_timeout=2).ping()
+            redis.Redis(port=int(match[1]), socket_timeout=2, retry=Retry(NoBackoff(), 0)).ping()
         seen.update(first.values())
 
         # A second stack on the same data directory is refused: one writer per AOF.
