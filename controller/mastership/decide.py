@@ -15,7 +15,7 @@ master through the generation id.
 from __future__ import annotations
 
 from collections.abc import Mapping, Set
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from controller.mastership.assign import assign
@@ -62,6 +62,29 @@ class Decision:
     roles: Mapping[int, Role]
     """The role of every other connected switch."""
     assignment: Mapping[int, str]
+
+
+def presume_owners_live(me: str, reading: Reading) -> Reading:
+    """``reading`` with the owners whose lease is missing counted live, each connected to
+    the switches it owns (those some live instance is connected to).
+
+    For one lease TTL after this instance itself could not renew (Redis failed over, or
+    was unreachable, for longer than a TTL; or this process stalled): every lease ran out
+    in the same outage, and the others are renewing again on the new primary one by one.
+    Read as dead, their switches would go to whoever registers first and come back a
+    renewal later: every switch's master changing twice, each new master re-syncing
+    from its own view, for an outage of the store that no switch saw.  A peer truly gone
+    is taken over one TTL later."""
+    instances = dict(reading.instances)
+    connected = frozenset().union(*instances.values()) if instances else frozenset()
+    absent: dict[str, set[int]] = {}
+    for dpid, owner in reading.owners.items():
+        if owner.instance != me and owner.instance not in instances and dpid in connected:
+            absent.setdefault(owner.instance, set()).add(dpid)
+    if not absent:
+        return reading
+    instances.update({instance: frozenset(owned) for instance, owned in absent.items()})
+    return replace(reading, instances=instances)
 
 
 def decide(me: str, reading: Reading, fresh: Set[int] = frozenset()) -> Decision:

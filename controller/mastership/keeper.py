@@ -14,7 +14,10 @@ watch, not after its lease's TTL; a paused one's when its TTL is over.
 
 Redis unreachable: the roles stay as they are.  A master goes on writing (the
 switch fences it if another instance takes over meanwhile); a switch that
-connects meanwhile waits for Redis to be told its role.
+connects meanwhile waits for Redis to be told its role.  A renewal that comes late
+(Redis failed over, or this process stalled) may find its peers' leases run out in
+the same outage: for one TTL after it, owners whose lease is missing are presumed live
+(``decide.presume_owners_live``), so a failover of the store moves no switch.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Protocol
 import redis
 
 from controller.mastership.changes import Change
-from controller.mastership.decide import Decision, Reading, Role, decide
+from controller.mastership.decide import Decision, Reading, Role, decide, presume_owners_live
 from controller.mastership.leases import Leases
 from controller.mastership.presence import WATCH_INTERVAL_S
 from controller.store.errors import StoreUnavailableError
@@ -85,6 +88,11 @@ class LeaseKeeper:
         self._clock: Callable[[], float] = time.monotonic
         self._renewed_at: float | None = None
         """When the last successful round began: the lease it renewed holds until a TTL after."""
+        self._grace_until = -1.0
+        """Until when owners whose lease is missing are presumed live (``presume_owners_live``):
+        a TTL after a renewal late enough that a peer's lease could have run out meanwhile."""
+        self._beat_s: float | None = None
+        """The usual time between two renewals (the last one that was not late)."""
 
     @property
     def instance_id(self) -> str:
@@ -233,10 +241,32 @@ class LeaseKeeper:
             except Exception:
                 LOG.exception("mastership: observer %r failed", observer)
 
+    def _late(self, gap: float, renewed: float) -> None:
+        """Judge the time since the previous renewal: Redis failed over or was out (redis-py
+        may retry inside one call), or this process stalled.  A peer renews about when this
+        instance does, up to one beat earlier: once ``gap`` is over a TTL less a beat, its
+        lease may have run out in the same outage, not because it died."""
+        ttl = self.leases.ttl_s
+        beat = self._beat_s if self._beat_s is not None else ttl / 2
+        if gap <= ttl - beat:
+            self._beat_s = min(gap, ttl / 2)
+            return
+        if renewed >= self._grace_until:
+            LOG.info(
+                "mastership: no renewal for %.1f s; the owners of switches whose lease is"
+                " missing are presumed live for %.1f s more",
+                gap,
+                ttl,
+            )
+        self._grace_until = renewed + ttl
+
     def _round(self, connected: frozenset[int], fresh: set[int]) -> dict[int, Role]:
         leases = self.leases
         ready = None if self._ready is None else frozenset(self._ready())
         renewal = leases.renew(connected, ready)
+        renewed = self._clock()
+        if self._renewed_at is not None:
+            self._late(renewed - self._renewed_at, renewed)
         self.reading = renewal.reading
         me = self.instance_id
         if renewal.status == "conflict":
@@ -269,6 +299,8 @@ class LeaseKeeper:
                     len(reading.instances),
                 )
             self._registered = True
+        if self._clock() < self._grace_until:
+            reading = presume_owners_live(me, reading)
         decision = decide(me, reading, fresh)
         for dpid in sorted(decision.release):
             if leases.release(dpid):

@@ -183,6 +183,16 @@ class MasterConfirmed:
     now: float = UNSTAMPED
 
 
+@dataclass(frozen=True)
+class MasterLeft:
+    """This instance is no longer the switch's confirmed master (told another role, or the
+    switch refused it): its packet-outs would be refused (``OFPBRC_IS_SLAVE``), so the
+    owner sends none there until ``MasterConfirmed`` again."""
+
+    dpid: int
+    now: float = UNSTAMPED
+
+
 FabricMessage: TypeAlias = (
     SwitchPorts
     | SwitchGone
@@ -195,5 +205,6 @@ FabricMessage: TypeAlias = (
     | PlacementTick
     | FabricShared
     | MasterConfirmed
+    | MasterLeft
 )
 """Every event the fabric's owner receives."""

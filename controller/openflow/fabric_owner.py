@@ -46,7 +46,12 @@ alone is not enough to plan a switch it takes over:
   them (``controller.mastership.assign``);
 - one instance's connection to a switch dropping says nothing about the switch: it
   stays in the fabric, with its links and hosts, while another instance is connected
-  to it (``FabricShared.attached``); only when no instance is does it go;
+  to it (``FabricShared.attached``); only when no live lease has listed it for one link
+  timeout does it go (one reading is no evidence: right after a Redis failover the
+  instances renew one by one);
+- packet-outs (LLDP, ARP answers and floods) go only to switches that confirmed this
+  instance as master (``MasterConfirmed``, until ``MasterLeft``): a switch refuses a
+  slave's, and until it answers the role request it may still hold another master;
 - LLDP out of a switch is sent by its master alone, so when that master stops (a
   pause, a kill) every link out of the switch falls silent at once, though none
   failed.  A link is declared down on silence only when its ends are heard
@@ -90,6 +95,7 @@ from controller.openflow.fabric_events import (
     FlowsSeen,
     JobsChanged,
     MasterConfirmed,
+    MasterLeft,
     PacketIn,
     PlacementTick,
     PolicyChanged,
@@ -234,8 +240,13 @@ class FabricOwner:
         self._several = share is not None
         self._shared_read = False
         """A ``FabricShared`` arrived: the hosts the other instances know are adopted."""
-        self._attached_anywhere: frozenset[int] | None = None
-        """Switches some live instance is connected to, as of the last ``FabricShared``."""
+        self._unlisted_since: dict[int, float] = {}
+        """Switches disconnected here and listed in no live lease, since when (see
+        ``_fabric_shared``: forgetting one needs that absence to last)."""
+        self._confirmed: set[int] = set()
+        """Switches that confirmed this instance as their master (several controllers): the
+        only ones its packet-outs go to, since a switch refuses a slave's (and an equal's
+        would be a second copy of the master's probe or flood)."""
         self._heard_from: dict[int, float] = {}
         """When an LLDP probe sent out of each switch last arrived (its master sends)."""
         self._heard_at: dict[int, float] = {}
@@ -292,6 +303,8 @@ class FabricOwner:
             self._fabric_shared(event)
         elif isinstance(event, MasterConfirmed):
             self._master_confirmed(event.dpid)
+        elif isinstance(event, MasterLeft):
+            self._confirmed.discard(event.dpid)
         else:
             self._placement_tick()
         if self._regroup and self.enabled and not isinstance(event, PlacementTick):
@@ -336,10 +349,11 @@ class FabricOwner:
 
     def _switch_gone(self, dpid: int) -> None:
         """Alone: the switch is gone.  With several controllers: only this instance's
-        connection is, unless no live instance is connected to it any more."""
+        connection is; the switch goes once no live instance has listed it for a while
+        (``_fabric_shared``)."""
+        self._confirmed.discard(dpid)
         switch = self._switches.get(dpid)
-        anywhere = self._attached_anywhere
-        if self._several and switch is not None and (anywhere is None or dpid in anywhere):
+        if self._several and switch is not None:
             switch.attached = False
             self._published.pop(dpid, None)
             self._dirty = True
@@ -456,14 +470,14 @@ class FabricOwner:
         if arp.op == ARP_REQUEST:
             target = topology.host_by_ip(arp.tpa)
             if target is not None and target.mac != arp.sha:
-                self._send_packet(dpid, [in_port], frames.arp_reply(arp, target.mac))
+                self._send(dpid, [in_port], frames.arp_reply(arp, target.mac))
                 return
             if arp.tpa == arp.spa:
                 return  # gratuitous: learned, nobody to tell
         elif arp.op == ARP_REPLY:
             target = topology.host(arp.tha)
             if target is not None:
-                self._send_packet(target.at.dpid, [target.at.port], data)
+                self._send(target.at.dpid, [target.at.port], data)
                 return
         self._flood_edges(data, PortRef(dpid, in_port))
 
@@ -473,7 +487,7 @@ class FabricOwner:
                 p for p in self._edge_ports(dpid, self._now) if PortRef(dpid, p) != origin
             )
             if ports:
-                self._send_packet(dpid, ports, data)
+                self._send(dpid, ports, data)
 
     # ---- the topology -------------------------------------------------------------------
 
@@ -541,8 +555,16 @@ class FabricOwner:
 
     # ---- discovery ------------------------------------------------------------------------
 
+    def _send(self, dpid: int, ports: Sequence[int], frame: bytes) -> None:
+        """A packet-out, where the switch takes it from this instance: alone, every switch
+        (each connection is its only controller); with several, only a switch that
+        confirmed this instance as master (not one merely assigned: until the switch
+        answers the role request, it may still hold another master and refuse ours)."""
+        if not self._several or dpid in self._confirmed:
+            self._send_packet(dpid, ports, frame)
+
     def _probe(self, dpid: int, port: PortState) -> None:
-        self._send_packet(dpid, [port.number], _lldp_frame(dpid, port.number, port.hw_addr))
+        self._send(dpid, [port.number], _lldp_frame(dpid, port.number, port.hw_addr))
 
     def _discovery_tick(self) -> None:
         """Next round first (a failing round must not end discovery), then this one."""
@@ -619,6 +641,7 @@ class FabricOwner:
     def _master_confirmed(self, dpid: int) -> None:
         """Probe every up port of a switch this instance just became master of: the links
         out of it are silent since its previous master stopped."""
+        self._confirmed.add(dpid)  # even before its ports are known: they are probed then
         switch = self._switches.get(dpid)
         if not self.enabled or switch is None or not switch.attached:
             return
@@ -763,13 +786,7 @@ class FabricOwner:
 
     def _fabric_shared(self, event: FabricShared) -> None:
         self._shared_read = True
-        self._attached_anywhere = event.attached
-        if event.attached is not None:
-            for dpid in [
-                d for d, s in self._switches.items() if not s.attached and d not in event.attached
-            ]:
-                LOG.info("fabric: switch %016x is connected to no instance: gone", dpid)
-                self._forget_switch(dpid)
+        self._forget_unlisted(event.attached)
         if self.enabled:
             # A record outlives its switch (nobody masters a switch nobody is connected to,
             # so nobody empties it): only switches some instance is connected to count.
@@ -780,6 +797,22 @@ class FabricOwner:
             }
             self._shared_hosts(hosts)
         self._pins_shared(event)  # and offers what this instance now masters
+
+    def _forget_unlisted(self, attached: frozenset[int] | None) -> None:
+        """Forget a switch disconnected here once no live lease has listed it for one link
+        timeout.  One reading is no evidence: right after a Redis failover every lease has
+        run out and the instances renew on the new primary one by one, so a reading may
+        list only some of them; forgetting a switch forgets its hosts, and the routes to
+        them go from every switch this instance masters."""
+        detached = {dpid for dpid, switch in self._switches.items() if not switch.attached}
+        unlisted = detached - attached if attached is not None else set()
+        now, patience = self._now, self._policy.forwarding.discovery.link_timeout
+        self._unlisted_since = {d: self._unlisted_since.get(d, now) for d in sorted(unlisted)}
+        for dpid, since in list(self._unlisted_since.items()):
+            if now - since >= patience:
+                LOG.info("fabric: switch %016x is connected to no instance: gone", dpid)
+                del self._unlisted_since[dpid]
+                self._forget_switch(dpid)
 
     def _shared_hosts(self, shared: Mapping[int, tuple[SharedHost, ...]]) -> None:
         """Adopt the hosts the masters of the switches published: at a switch connected

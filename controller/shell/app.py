@@ -63,6 +63,7 @@ from controller.switch import commands as switch_commands
 from controller.switch import events as switch_events
 from controller.switch.actor import OnceLog, SayOnce, SwitchServices, spawn_switch
 from controller.switch.events import PolicySnapshot
+from controller.switch.slave import slave_keeps
 from controller.switch.state import SwitchConfig, initial_state
 
 LOG = logging.getLogger("flowlane.controller")
@@ -259,6 +260,10 @@ class FlowlaneController:
             return
         if not self.settings.active.policy.forwarding.fabric:  # the registry's to write
             return
+        mastership = self.mastership
+        slave = mastership is not None and conn.dpid not in mastership.masters
+        if slave and not slave_keeps(data):
+            return  # a slave's unknown unicast, not even parsed (controller.switch.slave)
         try:
             in_port, frame = messages.packet_in_summary(parse(data))
         except Exception:

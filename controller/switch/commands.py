@@ -10,6 +10,7 @@ from controller.classify.records import ObservedFlow, Reclassification
 from controller.openflow.fabric_events import (
     FlowsSeen,
     MasterConfirmed,
+    MasterLeft,
     PortRates,
     SwitchPorts,
 )
@@ -135,7 +136,7 @@ class FabricInput:
     """Something the fabric owner learns from this switch: the fabric's own event, told to
     it as it is (unstamped: the owner dates it when it handles it)."""
 
-    item: SwitchPorts | FlowsSeen | PortRates | MasterConfirmed
+    item: SwitchPorts | FlowsSeen | PortRates | MasterConfirmed | MasterLeft
 
 
 @dataclass(frozen=True)

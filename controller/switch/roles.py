@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 
-from controller.openflow.fabric_events import MasterConfirmed
+from controller.openflow.fabric_events import MasterConfirmed, MasterLeft
 from controller.openflow.framing import with_xid
 from controller.switch import codec
 from controller.switch.commands import Command, FabricInput, Log, Metric, Send, SteppedDown
@@ -35,6 +35,8 @@ def changed(
         and (role.name, role.generation) == (event.role, event.generation_id)
     ):
         return state  # said again by a renewal: nothing new
+    if role is not None and role.name == "master" and role.confirmed:
+        out.append(FabricInput(MasterLeft(state.dpid)))  # no packet-out until confirmed again
     state = replace(state, role=RoleState(event.role, event.generation_id))
     if not state.connected:
         return state  # asked for when the switch connects
@@ -119,6 +121,8 @@ def step_down(state: SwitchState, reason: str, out: list[Command]) -> SwitchStat
         )
     )
     out.append(Metric("mastership_stepdowns", "inc", 1, (state.tag,)))
+    if role.name == "master" and role.confirmed:
+        out.append(FabricInput(MasterLeft(state.dpid)))
     out.append(SteppedDown(state.dpid, role.generation, reason))
     stepped = RoleState("slave", role.generation, confirmed=False, stepped_down=True)
     return replace(state, role=stepped)

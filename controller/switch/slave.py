@@ -18,10 +18,19 @@ Hosts that stay silent are not learned this way: those come from the masters
 through Redis (``controller.mastership.hosts``), and a switch is handed to an
 instance only once it has followed it for one link timeout
 (``controller.mastership.assign``).
+
+A slave keeps only the packet-ins it needs (``slave_keeps``, read from the raw message
+before anything parses it): LLDP (its links) and ARP (its hosts, with their addresses;
+and the ARP flood, which each instance sends out of the edge ports of the switches *it*
+masters, so every instance must see every ARP).  The rest is unknown unicast that the
+table-miss entry punts (up to the punt meter's rate per switch): its only use at a slave
+would be to learn the source host a little before its master publishes it, not worth
+parsing it three times over with three controllers.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import replace
 from typing import Final
 
@@ -56,6 +65,29 @@ SET_ASYNC: Final = encode(
     )
 )
 """Packet-ins in every role; port status and flow-removed as the switch's defaults."""
+
+
+_PACKET_IN_MATCH: Final = 24
+"""Offset of a v1.3 packet-in's match: header, buffer_id, total_len, reason, table_id, cookie."""
+_VLAN_TAGS: Final = frozenset({0x8100, 0x88A8})
+SLAVE_ETH_TYPES: Final = frozenset({0x88CC, 0x0806})
+"""LLDP and ARP: what a slave does something with (see the module's docstring)."""
+
+
+def slave_keeps(message: bytes) -> bool:
+    """Whether a slave handles this (raw, OpenFlow 1.3) packet-in: its frame is LLDP or
+    ARP (behind VLAN tags too).  A message too short to tell is kept: the full parser
+    says what is wrong with it."""
+    if len(message) < _PACKET_IN_MATCH + 4:
+        return True
+    (match_len,) = struct.unpack_from("!H", message, _PACKET_IN_MATCH + 2)
+    offset = _PACKET_IN_MATCH + (match_len + 7) // 8 * 8 + 2 + 12  # + 2 pad, + the MACs
+    while len(message) >= offset + 2:
+        (eth_type,) = struct.unpack_from("!H", message, offset)
+        if eth_type not in _VLAN_TAGS:
+            return eth_type in SLAVE_ETH_TYPES
+        offset += 4
+    return True
 
 
 def ask_packet_ins(state: SwitchState, out: list[Command]) -> SwitchState:

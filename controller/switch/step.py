@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 
+from controller.openflow.fabric_events import MasterLeft
 from controller.switch import codec, detect, qos, roles, slave, sync
-from controller.switch.commands import Command, Gone, Log, Timer
+from controller.switch.commands import Command, FabricInput, Gone, Log, Timer
 from controller.switch.events import (
     Connected,
     Disconnected,
@@ -49,6 +50,8 @@ def step(
     elif isinstance(event, Disconnected):
         # Requests die with the connection; nothing more is sent.
         gone: list[Command] = [Gone(state.dpid)] if event.gone else []
+        if state.role is not None and state.role.name == "master" and state.role.confirmed:
+            gone.insert(0, FabricInput(MasterLeft(state.dpid)))  # a new connection asks again
         return (
             replace(state, connected=False, pending={}, sync=None, wanted=None, retries=()),
             gone,

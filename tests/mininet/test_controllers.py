@@ -24,8 +24,8 @@ Open vSwitch itself (``ovs-vsctl`` roles, ``ovs-ofctl`` tables, OVSDB queues).
 - a version written while a master is frozen, then killed: on every switch;
 - SIGKILL of the Redis primary during a stream of policy writes: every acknowledged
   version kept, the API answering within the failover, every switch mastered and on
-  the last version (last in the module: it leaves the old replica as the primary);
-  probes bounded to under a second of loss (a known gap: see the test).
+  the last version (last in the module: it leaves the old replica as the primary),
+  and no probe datagram lost: no switch changes master for a failover of the store.
 
 A takeover's duration is not asserted here (``bench_takeover`` measures it); every
 wait is bounded.
@@ -38,9 +38,9 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,32 +49,20 @@ import pytest
 import yaml
 from flowlane_bench import controllers as multi
 from flowlane_bench import faults, harness
-from flowlane_bench.suite.topology import LinkPlan, SwitchPlan, TopologyPlan, leaf_spine
+from flowlane_bench.suite.topology import leaf_spine
 from flowlane_bench.topologies import PlannedTopo
 
-from controller.pipeline import tables
 from controller.pipeline.flows import Owner, cookie_owner
 from controller.policy.load import parse_policy
 from controller.policy.model import Policy
 from controller.store.client import connect
 from controller.store.policies import PolicyStore
 from tests.conftest import free_port
+from tests.support.fabric_switches import next_hops, own_names
+from tests.support.policy_writer import Writer
 from tests.support.sentinel import DOWN_AFTER_MS, SentinelSet
 
 pytestmark = pytest.mark.mininet
-
-
-def own_names(plan: TopologyPlan, prefix: str, dpid_base: int) -> TopologyPlan:
-    """``plan`` renamed and renumbered, so its bridges cannot clash with another leaf-spine."""
-    names = {switch.name: prefix + switch.name for switch in plan.switches}
-    return TopologyPlan(
-        switches=tuple(SwitchPlan(names[s.name], dpid_base + s.dpid) for s in plan.switches),
-        hosts=plan.hosts,
-        links=tuple(
-            LinkPlan(names.get(link.a, link.a), names.get(link.b, link.b)) for link in plan.links
-        ),
-        loops=plan.loops,
-    )
 
 
 PLAN = own_names(leaf_spine(2, 2, 2), "m", 0xC000)
@@ -348,28 +336,6 @@ def fabric(stack: Stack) -> Stack:
 # --------------------------------------------------------------------------------------------
 
 
-def ofctl_numbers(*args: str) -> str:
-    return harness.ofctl("--no-names", *args)
-
-
-def next_hops(bridge: str, mac: str) -> frozenset[int] | None:
-    """The ports ``bridge`` sends frames for ``mac`` to (one output, or a select group's
-    watched buckets); None when it has no entry for that MAC."""
-    dump = ofctl_numbers("dump-flows", bridge, f"table={tables.FORWARD}")
-    for line in dump.splitlines():
-        parsed = re.search(r"priority=(\d+),?(\S*)\s+actions=(\S+)", line)
-        if not parsed or int(parsed[1]) != tables.HOST_PRIORITY or f"dl_dst={mac}" not in parsed[2]:
-            continue
-        group = re.search(r"group:(\d+)", parsed[3])
-        if group is None:
-            return frozenset(int(p) for p in re.findall(r"output:(\d+)", parsed[3]))
-        for entry in ofctl_numbers("dump-groups", bridge).splitlines():
-            if f"group_id={group[1]}," in entry:
-                return frozenset(int(p) for p in re.findall(r"watch_port:(\d+)", entry))
-        return frozenset()
-    return None
-
-
 def uplink(leaf: str, spine: str) -> int:
     return harness.ofctl_ports(leaf)[PLAN.port_to(leaf, spine)]
 
@@ -391,6 +357,15 @@ def routed_around(source: str, dest: str, spine: str) -> bool:
     """Each leaf reaches the other's hosts through ``spine`` only."""
     return all(
         next_hops(leaf, HOSTS[host].mac) == frozenset({uplink(leaf, spine)})
+        for leaf, other in ((source, dest), (dest, source))
+        for host in LEAF_HOSTS[other]
+    )
+
+
+def spread_over_both_spines(source: str, dest: str) -> bool:
+    """Each leaf reaches the other's hosts through every spine again (a failed link is back)."""
+    return all(
+        next_hops(leaf, HOSTS[host].mac) == frozenset(uplink(leaf, spine) for spine in SPINES)
         for leaf, other in ((source, dest), (dest, source))
         for host in LEAF_HOSTS[other]
     )
@@ -512,7 +487,9 @@ def test_a_killed_masters_switches_are_taken_over_and_a_remote_failure_routed_ar
     victim, taken, survivors = split(stack)
     source, dest = streams_between(stack, taken)
     sender, server = stack.host(LEAF_HOSTS[source][0]), stack.host(LEAF_HOSTS[dest][0])
-    with checked(stack):
+    # The failed link comes back only after the probes have ended (the ExitStack outlives
+    # them): its return re-routes the source leaf again, which is not what this measures.
+    with checked(stack), ExitStack() as failure:
         before = {bridge: entries(bridge) for bridge in taken}
         adds_before = {
             (name, bridge): flow_mods(stack.controllers[name], bridge, command="add")
@@ -526,30 +503,37 @@ def test_a_killed_masters_switches_are_taken_over_and_a_remote_failure_routed_ar
             failed = next(s for s in SPINES if s != spine)
             killed, killed_unix = time.monotonic(), time.time()
             stack.controllers[victim].kill()
-            with link_down(stack, failed, dest):
-                harness.wait_for(
-                    f"{victim}'s switches {taken} mastered by {survivors}",
-                    lambda: mastered_by(stack, taken, survivors),
-                    TAKEOVER_S,
-                )
-                taken_over = time.monotonic() - killed
-                harness.wait_for(
-                    f"{source} and {dest} to stop sending to each other through {failed}",
-                    lambda: routed_around(source, dest, spine),
-                    TAKEOVER_S,
-                    0.1,
-                )
-                routed = time.monotonic() - killed
-                new_masters = {b: stack.masters()[b][0] for b in taken}
-                wait_all_in_sync(stack, stack.policy, 10)
-                adds = {
-                    b: flow_mods(stack.controllers[new_masters[b]], b, command="add")
-                    - adds_before[(new_masters[b], b)]
-                    for b in taken
-                }
-                after = {bridge: entries(bridge) for bridge in taken}
-                stack.pingall(10)
-            lost, lost_at = probe_losses(running, killed_unix)
+            failure.enter_context(link_down(stack, failed, dest))
+            harness.wait_for(
+                f"{victim}'s switches {taken} mastered by {survivors}",
+                lambda: mastered_by(stack, taken, survivors),
+                TAKEOVER_S,
+            )
+            taken_over = time.monotonic() - killed
+            harness.wait_for(
+                f"{source} and {dest} to stop sending to each other through {failed}",
+                lambda: routed_around(source, dest, spine),
+                TAKEOVER_S,
+                0.1,
+            )
+            routed = time.monotonic() - killed
+            new_masters = {b: stack.masters()[b][0] for b in taken}
+            wait_all_in_sync(stack, stack.policy, 10)
+            adds = {
+                b: flow_mods(stack.controllers[new_masters[b]], b, command="add")
+                - adds_before[(new_masters[b], b)]
+                for b in taken
+            }
+            after = {bridge: entries(bridge) for bridge in taken}
+            stack.pingall(10)
+            lost, lost_at = probe_losses(running, killed_unix)  # waits the streams out
+    # The next test starts from the whole fabric: the link's return is routed before it does.
+    harness.wait_for(
+        f"{source} and {dest} to use both spines again",
+        lambda: spread_over_both_spines(source, dest),
+        TAKEOVER_S,
+        0.1,
+    )
     added = {b: len(after[b] - before[b]) for b in taken}
     syncs = [
         line.split(" INFO ", 1)[1]
@@ -837,52 +821,22 @@ def test_a_policy_change_during_a_takeover_reaches_every_switch(fabric: Stack) -
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass
-class Answer:
-    sent: float
-    done: float
-    status: int
-    body: dict[str, Any]
-    marker: int
-
-    @property
-    def acked(self) -> bool:
-        return 200 <= self.status < 300
-
-    @property
-    def not_replicated(self) -> bool:
-        return self.status == 503 and "required_replicas" in self.body
+MARKER_BASE = 20000
+"""Write ``n`` of the stream carries the marker ``MARKER_BASE + n``: its version is
+recognised in the store afterwards."""
 
 
-@dataclass
-class Writer:
-    """One thread writing policy versions (each with its own marker), one every ``gap_s``."""
+def marked_puts(stack: Stack) -> Callable[[int], tuple[int, dict[str, Any]]]:
+    """The writer's ``put``: the base policy with write ``number``'s marker."""
 
-    stack: Stack
-    gap_s: float = 0.2
-    answers: list[Answer] = field(default_factory=list)
-    changed: threading.Condition = field(default_factory=threading.Condition)
-    stop: threading.Event = field(default_factory=threading.Event)
+    def put(number: int) -> tuple[int, dict[str, Any]]:
+        try:
+            response = stack.put_policy(document(marker=MARKER_BASE + number), RETRY_S + 5)
+            return response.status_code, response.json()
+        except httpx.HTTPError as exc:
+            return 0, {"detail": str(exc)}
 
-    def run(self) -> None:
-        marker = 20000
-        while not self.stop.wait(self.gap_s):
-            marker += 1
-            sent = time.monotonic()
-            try:
-                response = self.stack.put_policy(document(marker=marker), RETRY_S + 5)
-                status, body = response.status_code, response.json()
-            except httpx.HTTPError as exc:
-                status, body = 0, {"detail": str(exc)}
-            with self.changed:
-                self.answers.append(Answer(sent, time.monotonic(), status, body, marker))
-                self.changed.notify_all()
-
-    def wait(self, what: str, predicate: Any, timeout_s: float) -> None:
-        with self.changed:
-            if not self.changed.wait_for(lambda: predicate(self.answers), timeout_s):
-                last = [(a.status, str(a.body.get("detail", ""))[:80]) for a in self.answers[-5:]]
-                pytest.fail(f"never {what}; the last answers: {last}", pytrace=False)
+    return put
 
 
 def test_the_redis_primary_killed_during_policy_writes(fabric: Stack) -> None:
@@ -892,7 +846,7 @@ def test_the_redis_primary_killed_during_policy_writes(fabric: Stack) -> None:
     version."""
     stack = fabric
     sender, server = stack.host(LEAF_HOSTS[LEAVES[0]][0]), stack.host(LEAF_HOSTS[LEAVES[1]][0])
-    writer = Writer(stack)
+    writer = Writer(marked_puts(stack), gap_s=0.2)
     thread = threading.Thread(target=writer.run, name="policy-writer", daemon=True)
     with checked(stack), faults.streams(sender, server, 8.0, bulk=False) as running:
         thread.start()
@@ -929,7 +883,7 @@ def test_the_redis_primary_killed_during_policy_writes(fabric: Stack) -> None:
         stack.policy = final_policy
         store = PolicyStore(connect(stack.url))
         versions = {
-            a.body["version"]: (a.marker, store.get(a.body["version"]))
+            a.body["version"]: (MARKER_BASE + a.number, store.get(a.body["version"]))
             for a in writer.answers
             if a.acked
         }
@@ -953,9 +907,8 @@ def test_the_redis_primary_killed_during_policy_writes(fabric: Stack) -> None:
     assert all(a.acked or a.status == 503 for a in writer.answers), {
         a.status for a in writer.answers
     }
-    # Known gap, left open (issue 22): in about one run in ten the instances, reading
-    # the shared fabric right after the failover, drop every host for ~0.7 s and
-    # re-learn them (about 330 datagrams a class). The issue asks this test for no
-    # acknowledged write lost and the API back within the failover; the probes
-    # bound the damage to under a second of traffic while that gap is open.
-    assert all(n < faults.PROBE_RATE for n in lost.values()), f"probe datagrams lost: {lost}"
+    # Every lease runs out during the failover (longer than the TTL); the instances renew on
+    # the new primary one by one and presume the others alive for a TTL, so no switch
+    # changes master (it did: ~330 datagrams a class lost in one run in ten, while the
+    # first to renew held every switch; tests/mastership/test_store_failover.py).
+    assert_nothing_lost(lost)

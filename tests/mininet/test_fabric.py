@@ -38,26 +38,13 @@ import httpx
 import pytest
 from flowlane_bench import harness, probe
 from flowlane_bench.suite import probe as probe_loss
-from flowlane_bench.suite.topology import LinkPlan, SwitchPlan, TopologyPlan, leaf_spine
+from flowlane_bench.suite.topology import leaf_spine
 from flowlane_bench.topologies import PlannedTopo
 
 from controller.pipeline import tables
+from tests.support.fabric_switches import ofctl_numbers, own_names
 
 pytestmark = pytest.mark.mininet
-
-
-def own_names(plan: TopologyPlan, prefix: str, dpid_base: int) -> TopologyPlan:
-    """``plan`` with its switches renamed and renumbered, so this network's bridges and ports
-    cannot clash with another leaf-spine (a scenario run) on the same Open vSwitch."""
-    names = {switch.name: prefix + switch.name for switch in plan.switches}
-    return TopologyPlan(
-        switches=tuple(SwitchPlan(names[s.name], dpid_base + s.dpid) for s in plan.switches),
-        hosts=plan.hosts,
-        links=tuple(
-            LinkPlan(names.get(link.a, link.a), names.get(link.b, link.b)) for link in plan.links
-        ),
-        loops=plan.loops,
-    )
 
 
 PLAN = own_names(leaf_spine(3, 2, 2), "f", 0xF000)
@@ -121,11 +108,6 @@ class FlowLine:
     priority: int
     match: str
     actions: str
-
-
-def ofctl_numbers(*args: str) -> str:
-    """``ovs-ofctl`` output with port numbers, not names (what the parsers below read)."""
-    return harness.ofctl("--no-names", *args)
 
 
 def groups(bridge: str) -> dict[int, GroupDesc]:
