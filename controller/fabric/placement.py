@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from controller.fabric.job_placement import place_jobs
+from controller.fabric.job_placement import job_score, place_jobs
 from controller.fabric.model import Link, Path, PortRef, Topology
 from controller.fabric.paths import FabricGraph
 from controller.flowid import FlowId
@@ -153,7 +153,12 @@ def place(
     without the one-by-one rebalance (moving it alone for its own headroom
     is what splits a job); with ``regroup`` (a job registered or ended, a
     link failed) every job's flows are placed again together, and those
-    that land elsewhere move ("job placed together").
+    that land elsewhere move ("job placed together").  The same happens
+    without being asked once every job flow has held its pin for ``hold``
+    and placing them all again together would lower the jobs' worst links,
+    counted in demands, by more than ``min_gain`` (a link back up): a job's
+    pins are not rebalanced one by one, so nothing else would move them
+    (``_better_together``).
 
     Headroom of a path is its tightest link's capacity minus background
     load minus the demands reserved there.  Background is the measured load
@@ -185,6 +190,8 @@ def place(
     ledger = _Ledger(fabric)
     ledger.background(link_load_bps, placeable.values(), choices, pins)
     job_of = {flow: e.job for flow, e in placeable.items() if e.job is not None}
+    if not regroup and job_of:
+        regroup = _better_together(fabric, placeable, choices, pins, demand, now, settings)
     keep = sorted(
         (
             e
@@ -258,6 +265,60 @@ def _quiet_since(
     if rate > 0 and rate >= settings.min_rate_bps:
         return None
     return pin.quiet_since if pin is not None and pin.quiet_since is not None else now
+
+
+def _better_together(
+    fabric: _Fabric,
+    placeable: Mapping[FlowId, Elephant],
+    choices: Mapping[FlowId, tuple[Path, ...]],
+    pins: Mapping[FlowId, Pin],
+    demand: Mapping[FlowId, float],
+    now: float,
+    settings: PlacementSettings,
+) -> bool:
+    """Whether placing every job's flows again together clearly lowers the jobs' worst links.
+
+    A job's pinned flow is never rebalanced on its own (moving it alone for its own
+    headroom is what splits a job), so without this a job placed around a failed link
+    stays there once the link is back, its flows sharing what the link's return freed:
+    the owner re-places jobs when a link fails, not when one comes back.  The guards are
+    the one-by-one rebalance's: every pin of a job has held its path for ``hold``, some
+    job's demands do not fit where they are (its worst link over capacity: only then is
+    the trial placement, the costly part, computed), and the worst job's most loaded link
+    (then the next job's, ...) must drop by more than ``min_gain`` of a link.  All is
+    judged on the elephants' demands alone, without the measured background: port
+    counters and flow counters are read at different moments, and what was left of the
+    rings' bursty flows on their links once their rates came off (in the jobs-fabric
+    scenario) made an equal layout look better by more than ``min_gain``: flows swapped
+    spines every ``hold``.  The regroup itself then places with the background, as every
+    placement does.
+    """
+    job_of = {flow: e.job for flow, e in placeable.items() if e.job is not None}
+    pinned = {
+        flow: pins[flow].path
+        for flow in job_of
+        if flow in pins and pins[flow].path in choices[flow]
+    }
+    if len(pinned) < len(job_of):
+        return False  # new or displaced flows: placed around the others this round
+    if any(now - pins[flow].since < settings.hold_s - _EPSILON for flow in pinned):
+        return False
+    ledger = _Ledger(fabric)  # no background: demands only (see above)
+    for flow in placeable:
+        if flow not in job_of and flow in pins and pins[flow].path in choices[flow]:
+            ledger.reserve(pins[flow].path, demand[flow])
+    for flow, path in pinned.items():
+        ledger.reserve(path, demand[flow])
+    held = job_score(ledger, job_of, pinned)
+    if held[0] <= 1.0:
+        return False  # every job flow gets its demand where it is (the rebalance's fit test)
+    for flow, path in pinned.items():
+        ledger.release(path, demand[flow])
+    together = job_score(ledger, job_of, place_jobs(ledger, job_of, demand, choices))
+    for was, would in zip(held, together, strict=True):
+        if was != would:
+            return was - would > settings.min_gain
+    return False
 
 
 # ---- the fabric, indexed once per call -----------------------------------------------------------

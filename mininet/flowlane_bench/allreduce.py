@@ -6,7 +6,7 @@ may be used::
     python -m flowlane_bench.allreduce --rank R --peers IP:PORT,IP:PORT,... --size BYTES \\
         --duration S \\
         [--compute-ms MS] [--max-iterations N] [--warmup-iterations K] \\
-        [--connect-timeout S] [--output FILE]
+        [--connect-timeout S] [--start-delay S] [--output FILE]
 
 It reproduces the *network pattern* of ring all-reduce (as in NCCL/Horovod data-parallel
 training), not the arithmetic: payloads are zeros and nothing is reduced.
@@ -864,6 +864,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=10.0,
         help="bound for connecting, accepting and the start token, seconds (default 10)",
     )
+    parser.add_argument(
+        "--start-delay",
+        type=non_negative_float,
+        default=0.0,
+        help="seconds to wait before listening (a job that starts after the others)",
+    )
     parser.add_argument("--output", type=Path, default=None, help="also write the JSON here")
     return parser
 
@@ -890,6 +896,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     prefix = f"allreduce rank {cfg.rank}"
     _install_signal_handlers()
     try:
+        time.sleep(args.start_delay)
         text = json.dumps(run(cfg))
         print(text, flush=True)
         output: Path | None = args.output

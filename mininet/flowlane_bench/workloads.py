@@ -122,9 +122,12 @@ def start_allreduce(
     net: Net, workload: AllReduceWorkload, seconds: float, running: Running
 ) -> None:
     peers = ",".join(f"{_ip(net, host)}:{workload.port}" for host in workload.workers)
+    start = workload.start or 0.0  # a later job still ends with the phase
     for rank, host in enumerate(workload.workers):
         args = harness.module_command("allreduce", "--rank", str(rank), "--peers", peers)
-        args += ["--size", str(workload.size), "--duration", f"{seconds:.2f}"]
+        args += ["--size", str(workload.size), "--duration", f"{seconds - start:.2f}"]
+        if start:
+            args += ["--start-delay", f"{start:.2f}"]
         if workload.compute:
             args += ["--compute-ms", f"{workload.compute * 1000:.1f}"]
         running.allreduce.append((workload, harness.host_popen(net.get(host), args)))

@@ -3,8 +3,12 @@ the fabric allows; flows of no job placed as before."""
 
 from __future__ import annotations
 
+import pathlib
 import random
 from collections.abc import Mapping, Sequence
+
+import pytest
+import yaml
 
 from controller.fabric.model import Link, Path, PortRef, Topology
 from controller.fabric.paths import path_links
@@ -14,10 +18,11 @@ from controller.fabric.placement import (
     REGROUPED,
     Elephant,
     Placement,
+    PlacementSettings,
     place,
 )
 from controller.flowid import FlowId
-from tests.fabric.test_placement import MBIT, flow_id, leaf_spine, spine
+from tests.fabric.test_placement import MBIT, flow_id, flows_per_link, leaf_spine, spine
 
 CAPACITY = 10 * MBIT
 TRICKLE = 1.0
@@ -218,3 +223,157 @@ def test_a_new_flow_of_a_job_is_placed_against_the_pinned_flows_of_every_job() -
     assert [move.flow for move in later.moves] == [newcomer.flow]
     worst = job_worst(topology, later, [*flows, newcomer], background)
     assert round(worst["A"], 6) == 0.85 and round(worst["B"], 6) == 0.9
+
+
+# --------------------------------------------------------------------------------------------
+# Rings: where placing job by job alone walked into a collision flow-level placement avoids
+# --------------------------------------------------------------------------------------------
+
+
+def ring(name: str, leaves: Sequence[int], first_port: int) -> list[Elephant]:
+    """A ring all-reduce over workers on ``leaves`` (in ring order): one elephant per hop that
+    crosses the spines, each wanting a whole link (TCP: its NIC's rate, capped at the path's)."""
+    hops = zip(leaves, [*leaves[1:], leaves[0]], strict=True)
+    return [
+        elephant(src, dst, first_port + n, 100, name)
+        for n, (src, dst) in enumerate(hops)
+        if src != dst
+    ]
+
+
+def crowd_per_job(
+    topology: Topology, placement: Placement, flows: Sequence[Elephant]
+) -> dict[str, int]:
+    """Each job's most crowded link: how many placed flows (of any job) share it."""
+    count: dict[Link, int] = {}
+    for e in flows:
+        for link in path_links(topology, placement.pins[e.flow].path):
+            count[link] = count.get(link, 0) + 1
+    crowd: dict[str, int] = {}
+    for e in flows:
+        assert e.job is not None
+        for link in path_links(topology, placement.pins[e.flow].path):
+            crowd[e.job] = max(crowd.get(e.job, 0), count[link])
+    return crowd
+
+
+def test_two_rings_whose_layout_traps_a_greedy_by_job_each_get_links_of_their_own() -> None:
+    """Ring a on leaves 1, 1, 2, 2 and ring b on 1, 3, 2, 3: every leaf sends two hops and
+    receives two, so over two spines each hop can have links of its own.  Placing b whole
+    first (the greedy by job) put b's hops 3 -> 1 and 3 -> 2 on the spines that left both
+    of a's hops a shared link (both rings at half their rate); taking the most constrained
+    hop next finds the layout without a shared link, and the jobs' objective keeps it."""
+    topology = leaf_spine(2, 4, CAPACITY)
+    flows = [*ring("a", [1, 1, 2, 2], 40000), *ring("b", [1, 3, 2, 3], 41000)]
+    together = place(topology, flows, {}, {}, 0.0)
+    alone = place(topology, without_jobs(flows), {}, {}, 0.0)
+    assert crowd_per_job(topology, together, flows) == {"a": 1, "b": 1}
+    assert max(flows_per_link(topology, paths(alone)).values()) == 1  # flow by flow too
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_rings_are_never_worse_off_placed_as_jobs_than_flow_by_flow(seed: int) -> None:
+    """Random layouts of two rings of four workers over four leaves and two spines: each
+    job's most crowded link, worst job first, is never worse placed as jobs."""
+    rng = random.Random(seed)
+    topology = leaf_spine(2, 4, CAPACITY)
+    for _ in range(40):
+        flows = [
+            *ring("a", [rng.randint(1, 4) for _ in range(4)], 40000),
+            *ring("b", [rng.randint(1, 4) for _ in range(4)], 41000),
+        ]
+        if {e.job for e in flows} != {"a", "b"}:
+            continue
+        together = place(topology, flows, {}, {}, 0.0)
+        alone = place(topology, without_jobs(flows), {}, {}, 0.0)
+        as_jobs = sorted(crowd_per_job(topology, together, flows).values(), reverse=True)
+        by_flow = sorted(crowd_per_job(topology, alone, flows).values(), reverse=True)
+        assert as_jobs <= by_flow, [(e.src_dpid, e.dst_dpid, e.job) for e in flows]
+
+
+def test_jobs_placed_around_a_failed_link_spread_again_once_it_is_back_and_held() -> None:
+    """The owner re-places jobs when a link fails, not when it comes back, and a job's pin
+    is never rebalanced on its own: the jobs' flows must regroup by themselves once the
+    link is back and every pin has held its path for ``hold``.  Three rings over four
+    leaves and three spines: every leaf sends three hops, one a spine."""
+    topology = leaf_spine(3, 4, CAPACITY)
+    flows = [
+        *(
+            ring(name, [1, 2, 3, 4], port)
+            for name, port in (("a", 40000), ("b", 41000), ("c", 42000))
+        )
+    ]
+    flows = [e for job in flows for e in job]
+    settings = PlacementSettings(hold_s=5.0)
+    spread = place(topology, flows, {}, {}, 0.0, settings)
+    assert set(crowd_per_job(topology, spread, flows).values()) == {1}
+
+    cut = uplinks(1, 3)[0]
+    down = topology.without_links([cut, cut.reversed()])
+    shared = place(down, flows, spread.pins, {}, 1.0, settings, regroup=True)
+    assert max(crowd_per_job(down, shared, flows).values()) == 2  # 3 hops, 2 uplinks
+
+    back = place(topology, flows, shared.pins, {}, 3.0, settings)  # held for 2 s: stays
+    assert back.moves == () and back.pins == shared.pins
+    later = place(topology, flows, shared.pins, {}, 6.0, settings)
+    assert later.moves and all(move.reason == REGROUPED for move in later.moves)
+    assert set(crowd_per_job(topology, later, flows).values()) == {1}
+    # Placed together again, nothing moves on the rounds after.
+    assert place(topology, flows, later.pins, {}, 20.0, settings).moves == ()
+
+
+def test_jobs_placed_together_stay_put_through_a_hundred_rounds_of_noisy_load() -> None:
+    """Port and flow counters are read at different moments: what is left of a bursty ring
+    flow's rate on its link after taking the flow off (here up to 30 % of a link) must not
+    make an equal layout look better and swap the jobs' flows every ``hold``."""
+    topology = leaf_spine(2, 4, CAPACITY)
+    flows = [*ring("a", [1, 2, 3, 4], 40000), *ring("b", [1, 2, 3, 4], 41000)]
+    settings = PlacementSettings(hold_s=5.0)
+    placement = place(topology, flows, {}, {}, 0.0, settings)
+    rng = random.Random(7)
+    links = sorted(topology.usable_links)
+    for round_number in range(1, 101):
+        noise = {link: rng.uniform(0.0, 0.3) * CAPACITY for link in links}
+        again = place(topology, flows, placement.pins, noise, 0.5 * round_number, settings)
+        assert again.moves == (), round_number
+        placement = again
+
+
+# --------------------------------------------------------------------------------------------
+# A job that starts while another runs (mininet/scenarios/variants/jobs-late.yaml)
+# --------------------------------------------------------------------------------------------
+
+LATE_SCENARIO = (
+    pathlib.Path(__file__).resolve().parents[2] / "mininet/scenarios/variants/jobs-late.yaml"
+)
+
+
+def scenario_leaves() -> dict[str, list[int]]:
+    """Each ring's workers in the variant scenario, as leaves (hosts h1..h3 on leaf 1, ...)."""
+    document = yaml.safe_load(LATE_SCENARIO.read_text())
+    per_leaf = document["topology"]["hosts_per_leaf"]
+    return {
+        workload["name"]: [(int(host[1:]) - 1) // per_leaf + 1 for host in workload["workers"]]
+        for workload in document["workloads"]
+        if workload["kind"] == "allreduce"
+    }
+
+
+def test_the_late_job_layout_strands_it_flow_by_flow_and_not_placed_as_jobs() -> None:
+    """ring-a is placed alone; ring-b appears a round later.  Flow by flow, ring-a's pins
+    leave ring-b's hop from leaf 2 to leaf 3 no path of its own, and the pins stay; as jobs,
+    ring-b's arrival places both again together, every hop on links of its own."""
+    leaves = scenario_leaves()
+    assert leaves == {"ring-a": [1, 2, 1, 3], "ring-b": [2, 3, 4, 4]}
+    topology = leaf_spine(2, 4, CAPACITY)
+    early, late = ring("ring-a", leaves["ring-a"], 40000), ring("ring-b", leaves["ring-b"], 41000)
+    settings = PlacementSettings(hold_s=5.0)
+
+    flow_first = place(topology, without_jobs(early), {}, {}, 0.0, settings)
+    flow_both = place(topology, without_jobs([*early, *late]), flow_first.pins, {}, 1.0, settings)
+    flow_later = place(topology, without_jobs([*early, *late]), flow_both.pins, {}, 30.0, settings)
+    assert max(flows_per_link(topology, paths(flow_later)).values()) == 2
+
+    job_first = place(topology, early, {}, {}, 0.0, settings, regroup=True)
+    job_both = place(topology, [*early, *late], job_first.pins, {}, 1.0, settings, regroup=True)
+    assert crowd_per_job(topology, job_both, [*early, *late]) == {"ring-a": 1, "ring-b": 1}

@@ -168,6 +168,11 @@ class AllReduceWorkload(_Strict):
     workers: list[HostName] = Field(min_length=2, max_length=32)
     size: SizeField
     compute: DurationField | None = None
+    start: DurationField | None = Field(
+        default=None,
+        description="seconds after the phase's training starts that the ring starts (jobs"
+        " start at different times); before the ramp ends, to be measured",
+    )
     port: int = Field(default=29500, ge=1, le=65535)
     job: Annotated[str, Field(pattern=_CLASS)] | None = Field(
         default=None, description=_JOB_DESCRIPTION
