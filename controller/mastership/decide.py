@@ -64,9 +64,15 @@ class Decision:
     assignment: Mapping[int, str]
 
 
-def presume_owners_live(me: str, reading: Reading) -> Reading:
-    """``reading`` with the owners whose lease is missing counted live, each connected to
-    the switches it owns (those some live instance is connected to).
+def presume_owners_live(me: str, reading: Reading, among: Set[str]) -> Reading:
+    """``reading`` with the owners in ``among`` whose lease is missing counted live, each
+    connected to the switches it owns (those some live instance is connected to).
+
+    ``among`` is who was live at this instance's renewal before the late one, less whom the
+    presence watch saw go (``presence``: its connections gone, positive evidence of death):
+    a peer already missing then, or known dead, is not presumed back to life, so a run of
+    late renewals (a loaded machine, a lease TTL near the renewal interval) never keeps a
+    dead peer's switches from being taken.
 
     For one lease TTL after this instance itself could not renew (Redis failed over, or
     was unreachable, for longer than a TTL; or this process stalled): every lease ran out
@@ -79,7 +85,8 @@ def presume_owners_live(me: str, reading: Reading) -> Reading:
     connected = frozenset().union(*instances.values()) if instances else frozenset()
     absent: dict[str, set[int]] = {}
     for dpid, owner in reading.owners.items():
-        if owner.instance != me and owner.instance not in instances and dpid in connected:
+        missing = owner.instance not in instances and owner.instance in among
+        if owner.instance != me and missing and dpid in connected:
             absent.setdefault(owner.instance, set()).add(dpid)
     if not absent:
         return reading

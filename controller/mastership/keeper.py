@@ -93,6 +93,12 @@ class LeaseKeeper:
         a TTL after a renewal late enough that a peer's lease could have run out meanwhile."""
         self._beat_s: float | None = None
         """The usual time between two renewals (the last one that was not late)."""
+        self._presumed: frozenset[str] = frozenset()
+        """Who is presumed live until ``_grace_until``: live at the renewal before the late
+        one, missing at it, and not seen gone by the watch."""
+        self._ended: frozenset[str] = frozenset()
+        """Instances the presence watch saw go (replaced whole: the watch writes it, rounds
+        read it); never presumed live, until they register again."""
 
     @property
     def instance_id(self) -> str:
@@ -156,6 +162,8 @@ class LeaseKeeper:
             )
             self._unwatched.set()
             return False
+        if watched.ended:
+            self._ended = self._ended | frozenset(watched.ended)
         for instance in watched.ended:
             LOG.warning(
                 "mastership: instance %s has no connection to Redis left (its process is"
@@ -241,7 +249,7 @@ class LeaseKeeper:
             except Exception:
                 LOG.exception("mastership: observer %r failed", observer)
 
-    def _late(self, gap: float, renewed: float) -> None:
+    def _late(self, gap: float, renewed: float) -> bool:
         """Judge the time since the previous renewal: Redis failed over or was out (redis-py
         may retry inside one call), or this process stalled.  A peer renews about when this
         instance does, up to one beat earlier: once ``gap`` is over a TTL less a beat, its
@@ -250,7 +258,7 @@ class LeaseKeeper:
         beat = self._beat_s if self._beat_s is not None else ttl / 2
         if gap <= ttl - beat:
             self._beat_s = min(gap, ttl / 2)
-            return
+            return False
         if renewed >= self._grace_until:
             LOG.info(
                 "mastership: no renewal for %.1f s; the owners of switches whose lease is"
@@ -259,14 +267,15 @@ class LeaseKeeper:
                 ttl,
             )
         self._grace_until = renewed + ttl
+        return True
 
     def _round(self, connected: frozenset[int], fresh: set[int]) -> dict[int, Role]:
         leases = self.leases
         ready = None if self._ready is None else frozenset(self._ready())
         renewal = leases.renew(connected, ready)
         renewed = self._clock()
-        if self._renewed_at is not None:
-            self._late(renewed - self._renewed_at, renewed)
+        live_before = self._live
+        late = self._renewed_at is not None and self._late(renewed - self._renewed_at, renewed)
         self.reading = renewal.reading
         me = self.instance_id
         if renewal.status == "conflict":
@@ -283,6 +292,9 @@ class LeaseKeeper:
         self._conflict = False
         reading = renewal.reading
         self._live = frozenset(reading.instances)
+        self._ended = self._ended - self._live  # registered again (restarted)
+        if late:
+            self._presumed = live_before - self._live - self._ended
         if renewal.status == "registered":
             if self._registered:
                 # Paused or cut off past the TTL: others may hold our switches now. What we
@@ -300,7 +312,7 @@ class LeaseKeeper:
                 )
             self._registered = True
         if self._clock() < self._grace_until:
-            reading = presume_owners_live(me, reading)
+            reading = presume_owners_live(me, reading, self._presumed - self._ended)
         decision = decide(me, reading, fresh)
         for dpid in sorted(decision.release):
             if leases.release(dpid):

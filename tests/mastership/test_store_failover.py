@@ -103,8 +103,29 @@ def test_presumed_owners_are_live_only_at_switches_someone_is_connected_to() -> 
         {"b": frozenset({1, 2})},
         owners={1: Owner("a", 5), 2: Owner("b", 6), 9: Owner("a", 7)},
     )
-    presumed = presume_owners_live("b", reading)
+    presumed = presume_owners_live("b", reading, {"a", "b"})
     assert presumed.instances == {"b": frozenset({1, 2}), "a": frozenset({1})}
     assert decide("b", presumed).roles[1] == Role("slave", 0)
     assert decide("b", reading).take == {1}  # read as it is: a is dead
-    assert presume_owners_live("a", Reading({"a": frozenset({1})}, owners={})) is not None
+    assert presume_owners_live("a", Reading({"a": frozenset({1})}, owners={}), {"a"}) is not None
+    # Not live at the renewal before (or seen gone by the presence watch): not presumed.
+    assert decide("b", presume_owners_live("b", reading, {"b"})).take == {1}
+
+
+def test_late_renewals_in_a_row_do_not_keep_a_dead_peer_presumed(
+    redis_client: redis.Redis,
+) -> None:
+    """A loaded machine, or a TTL near the renewal interval, makes every renewal late: the
+    presumption covers only who was live at the renewal before, so it never chains."""
+    clock = Clock()
+    keepers = [keeper(redis_client, name, clock) for name in ("a", "b")]
+    before = settled(keepers, clock)
+    b = keepers[1]
+    late = TTL_S - BEAT_S / 2  # each gap over a TTL less a beat
+    clock.now += late
+    assert masters(b.round()) == before["b"]  # late, a still live: nothing to presume
+    redis_client.delete("failover:mastership:lease:a")  # a dies; its lease is gone
+    clock.now += late
+    assert masters(b.round()) == before["b"]  # a was live at the renewal before: presumed
+    clock.now += late
+    assert masters(b.round()) == SWITCHES  # late again, but a was missing then: taken
