@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import threading
 from collections.abc import Callable, Iterator
 
@@ -32,6 +33,10 @@ class AppliedWatch:
     def __init__(self, client: redis.Redis, channel: str) -> None:
         self._client = client
         self._channel = channel
+        self._stop_channel = f"{channel}:stop:{secrets.token_hex(8)}"
+        """This watcher's own channel: ``stop`` publishes on it, so the thread leaves its
+        wait for a message at once rather than at the end of it (a quarter of a second
+        at every stop of the API, and of every test's app)."""
         self._waiters: set[asyncio.Event] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping = threading.Event()
@@ -46,6 +51,9 @@ class AppliedWatch:
 
     def stop(self, timeout_s: float = 2.0) -> None:
         self._stopping.set()
+        if self.subscribed.is_set():
+            with contextlib.suppress(redis.RedisError, OSError):
+                self._client.publish(self._stop_channel, "stop")
         if self._thread is not None:
             self._thread.join(timeout_s)
 
@@ -77,7 +85,7 @@ class AppliedWatch:
             make_pubsub: Callable[..., redis.client.PubSub] = self._client.pubsub
             pubsub = make_pubsub(ignore_subscribe_messages=True)
             try:
-                pubsub.subscribe(self._channel)
+                pubsub.subscribe(self._channel, self._stop_channel)
                 self.subscribed.set()
                 if outage:
                     LOG.info("applied-version notifications resumed")

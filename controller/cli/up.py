@@ -7,7 +7,7 @@ grows while it keeps dying (``controller.cli.supervise`` decides), and every
 death is logged with its exit status.  The others ride it out: switches keep
 their flows, and the controller and the API reconnect to a restarted Redis
 by themselves, which is why Redis comes back on the same port.  Ctrl-C or
-SIGTERM stops them all by PID, newest first (API, controller, Redis).
+SIGTERM stops them all by PID: the API and the controller together, then Redis.
 
 Start-up fails fast and says why in one line, before any banner: a policy
 file that does not validate, a port another process listens on (and which
@@ -421,6 +421,9 @@ class _Child:
     ports: tuple[Port, ...] = ()
     """Every port this child listens on: it is up only once it holds each of them."""
     process: subprocess.Popen[bytes] | None = None
+    stops_last: bool = False
+    """Stopped once every other child has exited: the private Redis, which the controller
+    still writes to as it stops (it removes its heartbeat)."""
 
     def start(self) -> subprocess.Popen[bytes]:
         self.process = subprocess.Popen(
@@ -442,10 +445,19 @@ class _Child:
         return check
 
     def stop(self) -> None:
+        self.terminate()
+        self.wait_stopped()
+
+    def terminate(self) -> None:
+        """SIGTERM, if it runs: ``wait_stopped`` then waits for it to exit."""
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+
+    def wait_stopped(self) -> None:
         process = self.process
         if process is None or process.poll() is not None:
             return
-        process.terminate()
         try:
             process.wait(self.stop_timeout_s)
         except subprocess.TimeoutExpired:
@@ -505,10 +517,18 @@ class _Stack:
             time.sleep(_POLL_S)
 
     def stop(self) -> None:
-        """Newest first, so the API goes before the controller and Redis goes last (the
-        controller removes its heartbeat from Redis as it stops)."""
+        """The API and the controller together, then Redis (the controller removes its
+        heartbeat from Redis as it stops).  Neither of the first two needs the other to
+        stop, and each takes a few tenths of a second: one after the other, they took
+        twice as long."""
+        first = [child for child in reversed(self.children) if not child.stops_last]
+        for child in first:
+            child.terminate()
+        for child in first:
+            child.wait_stopped()
         for child in reversed(self.children):
-            child.stop()
+            if child.stops_last:
+                child.stop()
 
     def supervise(self) -> None:
         """Until Ctrl-C/SIGTERM: report each death, start each child whose back-off is over."""
@@ -757,6 +777,7 @@ def up(
                     quiet=True,
                     pass_fds=lock,
                     stop_timeout_s=30.0,  # a clean stop writes its snapshot first
+                    stops_last=True,
                     ports=(("the private Redis's port", "127.0.0.1", redis_port),),
                 )
                 stack.start(redis_child)

@@ -20,6 +20,7 @@ import contextlib
 import functools
 import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -184,6 +185,9 @@ class RedisLink:
         """(version, created_at) of the newest version that did not validate: logged once."""
         self._apply: ApplyPolicy | None = None
         self._stopping = threading.Event()
+        self._stop_channel = f"{self.policies.channel}:stop:{secrets.token_hex(8)}"
+        """The follower's own channel: ``stop`` publishes on it, so the follower leaves its
+        wait for a message at once, not up to half a second later (every controller stop)."""
         self._healthy = True
         self._beater: threading.Thread | None = None
         self._beat_hooks: list[Callable[[], object]] = []
@@ -288,6 +292,9 @@ class RedisLink:
         """
         self._stopping.set()
         self._woken.set()
+        if self._healthy:
+            with contextlib.suppress(redis.RedisError, OSError):
+                self._client.publish(self._stop_channel, "stop")
         if self._beater is not None:
             self._beater.join(timeout=1.0)
         self._outbox.stop(timeout_s=0.5)
@@ -324,7 +331,7 @@ class RedisLink:
         make_pubsub: Callable[..., redis.client.PubSub] = self._client.pubsub
         pubsub = make_pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(self.policies.channel, self.jobs.channel)
+            pubsub.subscribe(self.policies.channel, self.jobs.channel, self._stop_channel)
             if not self._healthy:
                 LOG.info("Redis is back")
                 self._healthy = True
@@ -340,6 +347,8 @@ class RedisLink:
                     next_check = now + self._check_s
                 message = pubsub.get_message(timeout=min(0.5, self._check_s))
                 if message is not None and message.get("type") == "message":
+                    if message.get("channel") == self._stop_channel:
+                        continue  # the loop's condition ends it
                     if message.get("channel") == self.jobs.channel:
                         self._refresh_jobs()
                     else:

@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -54,16 +55,41 @@ def clean_env(tmp_path: Path) -> dict[str, str]:
     return {**env, "HOME": str(tmp_path / "home"), "XDG_CONFIG_HOME": str(tmp_path / "config")}
 
 
-def test_an_ephemeral_stack_leaves_the_persistent_token_alone_and_its_token_expires(
-    tmp_path: Path,
-) -> None:
-    """Before: ``flowlane up --ephemeral`` wrote its bootstrap token over
-    ~/.config/flowlane/token, and the bootstrap admin never expired."""
+@dataclass(frozen=True)
+class EphemeralStack:
+    api: str
+    log: Path
+    persistent: Path
+    """The token file of a persistent stack of the same user, there before this one started."""
+
+
+@pytest.fixture(scope="class")
+def ephemeral_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EphemeralStack]:
+    """``flowlane up --ephemeral --token-ttl 1h --access-log`` beside a persistent stack's
+    token file, for the class's tests (a start costs seconds of CPU: three interpreters).
+
+    Once it has stopped, the persistent token file is asserted as it was: stopping must
+    not touch it either.
+    """
+    tmp_path = tmp_path_factory.mktemp("ephemeral")
     env = clean_env(tmp_path)
     persistent = tmp_path / "config" / "flowlane" / "token"
     persistent.parent.mkdir(parents=True)
     persistent.write_text(PERSISTENT_TOKEN + "\n")
-    with up(tmp_path, ["--ephemeral", "--token-ttl", "1h"], env) as (api, log):
+    with up(tmp_path, ["--ephemeral", "--token-ttl", "1h", "--access-log"], env) as (api, log):
+        yield EphemeralStack(api, log, persistent)
+    assert persistent.read_text() == PERSISTENT_TOKEN + "\n"
+
+
+class TestOneEphemeralStack:
+    """Two tests of one ephemeral stack (`ephemeral_stack`, moved whole by slow_first)."""
+
+    def test_an_ephemeral_stack_leaves_the_persistent_token_alone_and_its_token_expires(
+        self, ephemeral_stack: EphemeralStack
+    ) -> None:
+        """Before: ``flowlane up --ephemeral`` wrote its bootstrap token over
+        ~/.config/flowlane/token, and the bootstrap admin never expired."""
+        api, log, persistent = ephemeral_stack.api, ephemeral_stack.log, ephemeral_stack.persistent
         line = banner(log, "API token")
         path = Path(line.split(" ", 1)[0])
         assert path != persistent and line.endswith("(a new admin token: the store had none)")
@@ -75,7 +101,32 @@ def test_an_ephemeral_stack_leaves_the_persistent_token_alone_and_its_token_expi
         (record,) = answer.json()["tokens"]
         assert record["name"] == BOOTSTRAP_NAME
         assert record["expires_at"] == pytest.approx(record["created_at"] + 3600)
-    assert persistent.read_text() == PERSISTENT_TOKEN + "\n"
+
+    def test_no_log_or_answer_carries_the_redis_password_or_a_token(
+        self, ephemeral_stack: EphemeralStack
+    ) -> None:
+        """The stack's whole log (Redis, controller, API, ``flowlane up`` itself) and the
+        API's answers are searched for the secrets it used: the private Redis's password
+        and the admin token."""
+        api, log = ephemeral_stack.api, ephemeral_stack.log
+        found = re.search(r"password in (\S+)\)", banner(log, "Redis"))
+        assert found is not None
+        config = Path(found[1])
+        password = config.read_text().split()[1]
+        token = read_token_file(Path(banner(log, "API token").split(" ", 1)[0]))
+        assert token is not None and len(password) > 16
+        headers = {"Authorization": f"Bearer {token}"}
+        answers = [
+            httpx.get(f"{api}{route}", headers=headers).text
+            for route in ("/readyz", "/v1/tokens", "/v1/switches", "/v1/policy", "/v1/events")
+        ]
+        answers.append(httpx.get(f"{api}/v1/audit", headers={"Authorization": "Bearer x"}).text)
+        answers.append(httpx.get(f"{api}/v1/audit", headers=headers).text)
+        text = log.read_text() + (config.parent / "redis.log").read_text()
+        for secret in (password, token):
+            assert secret not in text
+            for answer in answers:
+                assert secret not in answer
 
 
 def test_the_api_writes_a_second_stores_token_beside_the_first_ones(
@@ -102,34 +153,6 @@ def test_an_empty_token_file_is_written_in_place(redis_client: redis.Redis, tmp_
     assert asyncio.run(bootstrap_admin(tokens, path))
     secret = read_token_file(path)
     assert secret is not None and tokens.authenticate(secret) is not None
-
-
-def test_no_log_or_answer_carries_the_redis_password_or_a_token(tmp_path: Path) -> None:
-    """The stack's whole log (Redis, controller, API, ``flowlane up`` itself) and the API's
-    answers are searched for the secrets it used: the private Redis's password and the
-    admin token."""
-    env = clean_env(tmp_path)
-    token_file = tmp_path / "token"
-    args = ["--ephemeral", "--access-log", "--token-file", str(token_file)]
-    with up(tmp_path, args, env) as (api, log):
-        found = re.search(r"password in (\S+)\)", banner(log, "Redis"))
-        assert found is not None
-        config = Path(found[1])
-        password = config.read_text().split()[1]
-        token = read_token_file(token_file)
-        assert token is not None and len(password) > 16
-        headers = {"Authorization": f"Bearer {token}"}
-        answers = [
-            httpx.get(f"{api}{route}", headers=headers).text
-            for route in ("/readyz", "/v1/tokens", "/v1/switches", "/v1/policy", "/v1/events")
-        ]
-        answers.append(httpx.get(f"{api}/v1/audit", headers={"Authorization": "Bearer x"}).text)
-        answers.append(httpx.get(f"{api}/v1/audit", headers=headers).text)
-        text = log.read_text() + (config.parent / "redis.log").read_text()
-    for secret in (password, token):
-        assert secret not in text
-        for answer in answers:
-            assert secret not in answer
 
 
 def test_a_redis_url_with_a_password_is_never_printed(tmp_path: Path) -> None:

@@ -21,7 +21,9 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -33,6 +35,7 @@ from redis.retry import Retry
 from typer.testing import CliRunner
 
 from controller.cli.main import app
+from controller.cli.supervise import Backoff, Supervisor
 from controller.cli.up import (
     LOCK_FILE,
     PolicyAction,
@@ -543,7 +546,8 @@ def test_a_child_that_cannot_bind_its_port_is_a_start_failure_not_a_restart(
             f"import socket; open({str(marker)!r}, 'a').write('x');"
             f" socket.socket().bind(('127.0.0.1', {port}))"
         )
-        stack = _Stack()
+        later = [0.0]  # seconds added to the supervisor's clock: the back-off, without a sleep
+        stack = _Stack(Supervisor(clock=lambda: time.monotonic() + later[0]))
         child = _Child(
             "api", [sys.executable, "-c", code], ports=(("--api-port", "127.0.0.1", port),)
         )
@@ -556,7 +560,7 @@ def test_a_child_that_cannot_bind_its_port_is_a_start_failure_not_a_restart(
         message = str(failure.value)
         assert message.startswith("api (pid ") and "exited with status 1 during start-up" in message
         assert f"port {port} (--api-port) is in use by pid {os.getpid()}" in message
-        time.sleep(1.0)  # longer than the first back-off
+        later[0] = 2 * Backoff().initial_s  # longer than the first back-off
         assert stack.supervisor.due() == []
         assert marker.read_text() == "x"  # started once, never again
 
@@ -597,86 +601,116 @@ def stop_up(process: subprocess.Popen[bytes], log: Path) -> None:
         stop_session(process, timeout_s=30)
 
 
-def test_the_banner_names_a_flowlane_that_runs_as_pasted(tmp_path: Path) -> None:
-    """``make run`` does not put the venv on PATH: the banner used to say bare ``flowlane``."""
-    venv_bin = str(Path(sys.executable).parent)
-    path = ":".join(p for p in os.environ.get("PATH", "").split(":") if p != venv_bin)
-    process, log = start_up_stack(tmp_path, "first", [], {**os.environ, "PATH": path})
-    try:
-        watch = banner(log, "watch").split()
-        assert watch[0] == str(Path(venv_bin) / "flowlane"), watch
-        assert banner(log, "PATH") == f'flowlane is not on PATH; export PATH="{venv_bin}:$PATH"'
-        version = subprocess.run([watch[0], "--version"], capture_output=True, timeout=30)
-        assert version.returncode == 0, version.stderr
-    finally:
-        stop_up(process, log)
+Stored = tuple[dict[str, Any], list[int]]
+"""The active policy as ``GET /v1/policy`` answers it, and the versions of its history."""
 
 
-def test_the_token_line_tells_a_restart_from_a_first_start(tmp_path: Path) -> None:
-    """It said "the first admin token of an empty store" on every start."""
-    token = tmp_path / "token"
-    process, first = start_up_stack(tmp_path, "first", [])
-    stop_up(process, first)
-    process, log = start_up_stack(tmp_path, "second", [])
-    try:
-        line = banner(log, "API token")
-        assert "empty store" not in line and "the store had none" not in line
-        assert line == f"{token} (written by an earlier start; this store accepts it)"
-    finally:
-        stop_up(process, log)
-    assert banner(first, "API token") == f"{token} (a new admin token: the store had none)"
+@dataclass(frozen=True)
+class Restarts:
+    """Five ``flowlane up`` on one data directory and token file, each stopped (status 0)
+    before the next starts: their logs, and what the API said while two of them ran."""
+
+    token: Path
+    first_policy: Path
+    second_policy: Path
+    logs: dict[str, Path]
+    """Start name ("first" to "fifth") → that stack's log."""
+    stored: dict[str, Stored]
+    """What the second and the fifth stack served."""
+    venv_bin: str
+    """The venv's ``bin``, taken off every stack's ``PATH``."""
 
 
-def test_policy_on_a_store_with_a_policy_becomes_the_next_version(tmp_path: Path) -> None:
-    """It used to be ignored: the stored policy ran, and nothing said so."""
+@pytest.fixture(scope="class")
+def restarts(tmp_path_factory: pytest.TempPathFactory) -> Restarts:
+    tmp_path = tmp_path_factory.mktemp("restarts")
     first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
     first.write_text(POLICY)
     second.write_text(yaml.safe_dump({**yaml.safe_load(POLICY), "default_class": "training"}))
+    # `make run` does not put the venv on PATH: the banner used to say bare `flowlane`.
+    venv_bin = str(Path(sys.executable).parent)
+    path = ":".join(p for p in os.environ.get("PATH", "").split(":") if p != venv_bin)
+    env = {**os.environ, "PATH": path}
 
-    def stored(log: Path) -> tuple[dict[str, object], list[int]]:
+    def stored(log: Path) -> Stored:
         api = banner(log, "REST API").split()[0]
         auth = {"Authorization": f"Bearer {(tmp_path / 'token').read_text().strip()}"}
         active = httpx.get(f"{api}/v1/policy", headers=auth, timeout=10).json()
         history = httpx.get(f"{api}/v1/policy/history", headers=auth, timeout=10).json()
         return active, [entry["version"] for entry in history["versions"]]
 
-    process, first_log = start_up_stack(tmp_path, "first", ["--policy", str(first)])
-    stop_up(process, first_log)
+    logs: dict[str, Path] = {}
+    served: dict[str, Stored] = {}
+    for name, extra in (
+        ("first", ["--policy", str(first)]),
+        ("second", ["--policy", str(second)]),
+        ("third", ["--policy", str(second)]),  # the same file again adds no version
+        ("fourth", ["--policy", str(first), "--keep-stored-policy"]),
+        ("fifth", []),
+    ):
+        process, logs[name] = start_up_stack(tmp_path, name, extra, env)
+        try:
+            if name in ("second", "fifth"):
+                served[name] = stored(logs[name])
+        finally:
+            stop_up(process, logs[name])
+    return Restarts(tmp_path / "token", first, second, logs, served, venv_bin)
 
-    process, log = start_up_stack(tmp_path, "second", ["--policy", str(second)])
-    try:
-        active, versions = stored(log)
+
+class TestRestarts:
+    """What ``flowlane up`` says at each start on a store an earlier start wrote to.
+
+    The three tests read one sequence of starts (a class-scoped fixture, moved whole
+    by ``tests/support/slow_first.py``): a start costs seconds of CPU (three Python
+    interpreters), and the token and PATH lines of a start are the same whatever its
+    ``--policy``, so they are read from the policy sequence's first two starts rather
+    than from starts of their own.
+    """
+
+    def test_the_banner_names_a_flowlane_that_runs_as_pasted(self, restarts: Restarts) -> None:
+        """``make run`` does not put the venv on PATH: the banner used to say bare
+        ``flowlane``."""
+        log = restarts.logs["first"]
+        watch = banner(log, "watch").split()
+        assert watch[0] == str(Path(restarts.venv_bin) / "flowlane"), watch
+        assert banner(log, "PATH") == (
+            f'flowlane is not on PATH; export PATH="{restarts.venv_bin}:$PATH"'
+        )
+        version = subprocess.run([watch[0], "--version"], capture_output=True, timeout=30)
+        assert version.returncode == 0, version.stderr
+
+    def test_the_token_line_tells_a_restart_from_a_first_start(self, restarts: Restarts) -> None:
+        """It said "the first admin token of an empty store" on every start."""
+        token = restarts.token
+        line = banner(restarts.logs["second"], "API token")
+        assert "empty store" not in line and "the store had none" not in line
+        assert line == f"{token} (written by an earlier start; this store accepts it)"
+        assert banner(restarts.logs["first"], "API token") == (
+            f"{token} (a new admin token: the store had none)"
+        )
+
+    def test_policy_on_a_store_with_a_policy_becomes_the_next_version(
+        self, restarts: Restarts
+    ) -> None:
+        """It used to be ignored: the stored policy ran, and nothing said so."""
+        first, second, logs = restarts.first_policy, restarts.second_policy, restarts.logs
+        active, _ = restarts.stored["second"]
         assert (active["version"], active["author"]) == (2, "flowlane up")
-        assert active["policy"]["default_class"] == "training"  # type: ignore[index]
-        assert banner(log, "policy") == (
+        assert active["policy"]["default_class"] == "training"
+        assert banner(logs["second"], "policy") == (
             f"version 2 from {second} (author flowlane up), replacing version 1"
         )
-    finally:
-        stop_up(process, log)
-    assert banner(first_log, "policy") == f"version 1 from {first} (the store had none)"
-
-    # The same file again adds no version; --keep-stored-policy and no --policy keep it.
-    process, log = start_up_stack(tmp_path, "third", ["--policy", str(second)])
-    try:
-        assert banner(log, "policy") == f"version 2, already in the store: the same as {second}"
-    finally:
-        stop_up(process, log)
-    process, log = start_up_stack(
-        tmp_path, "fourth", ["--policy", str(first), "--keep-stored-policy"]
-    )
-    try:
-        assert banner(log, "policy") == (
+        assert banner(logs["first"], "policy") == f"version 1 from {first} (the store had none)"
+        # The same file again adds no version; --keep-stored-policy and no --policy keep it.
+        assert banner(logs["third"], "policy") == (
+            f"version 2, already in the store: the same as {second}"
+        )
+        assert banner(logs["fourth"], "policy") == (
             f"version 2, stored earlier ({first} not applied: --keep-stored-policy)"
         )
-    finally:
-        stop_up(process, log)
-    process, log = start_up_stack(tmp_path, "fifth", [])
-    try:
-        active, versions = stored(log)
+        active, versions = restarts.stored["fifth"]
         assert (active["version"], versions) == (2, [2, 1])
-        assert banner(log, "policy").startswith("version 2, stored earlier")
-    finally:
-        stop_up(process, log)
+        assert banner(logs["fifth"], "policy").startswith("version 2, stored earlier")
 
 
 def make_run_command(*assignments: str) -> str:

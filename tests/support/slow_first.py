@@ -8,9 +8,10 @@ other workers take over the rest of that share.  So each worker's share starts w
 few of the known-slow tests, dealt longest first to the least loaded share, and the rest of
 the collection fills the shares in its own order.
 
-A key of ``SLOW_S`` is a test's node id, or a module's path: a module whose tests share a
-module-scoped fixture (the packaging test's clean venv) moves whole, so that the fixture is
-built once, on one worker.
+A key of ``SLOW_S`` is a test's node id, or a module's path or a class's node id
+(``path::Class``): a module or a class whose tests share a module- or class-scoped fixture
+(the packaging test's clean venv, ``flowlane up``'s five restarts) moves whole, so that the
+fixture is built once, on one worker.
 """
 
 from __future__ import annotations
@@ -20,25 +21,26 @@ from collections.abc import Mapping, Sequence
 
 SLOW_S: Mapping[str, float] = {
     # Seconds (setup and call), from one run of the fast tier on 4 workers on 2 cores
-    # (2026-12-05, beside other work on the machine); only their order matters.
-    "tests/cli/test_up.py::test_policy_on_a_store_with_a_policy_becomes_the_next_version": 37,
-    "tests/test_packaging.py": 24,  # one clean venv for the module's three tests
-    "tests/api/test_killed_mid_put.py::test_a_put_is_stored_whole_or_not_at_all": 18,
-    "tests/cli/test_up.py::test_up_restarts_dead_children_and_keeps_its_data": 18,
-    "tests/cli/test_up.py::test_the_token_line_tells_a_restart_from_a_first_start": 13,
-    "tests/cli/test_stack_secrets.py::test_an_ephemeral_stack_leaves_the_persistent_token"
-    "_alone_and_its_token_expires": 7,
-    "tests/api/test_health.py::test_readyz_turns_503_within_the_max_age_of_a_killed_controller": 6,
-    "tests/cli/test_stack_secrets.py::test_no_log_or_answer_carries_the_redis_password"
-    "_or_a_token": 6,
+    # (2026-12-05 16:31 UTC, beside other work on the machine); only their order matters.
+    "tests/cli/test_up.py::TestRestarts": 38,  # five flowlane up in turn, read by 3 tests
+    "tests/test_packaging.py": 30,  # one clean venv for the module's three tests
+    "tests/api/test_killed_mid_put.py::test_a_put_is_stored_whole_or_not_at_all": 22,
+    "tests/cli/test_up.py::test_up_restarts_dead_children_and_keeps_its_data": 15,
+    "tests/api/test_health.py::test_readyz_turns_503_within_the_max_age_of_a_killed_controller": 7,
     "tests/api/test_body_limits.py::test_hostile_bodies_leave_the_api_responsive_and_its_memory"
-    "_as_it_was": 5,
-    "tests/mastership/test_assign.py::test_balanced_sticky_and_deterministic": 5,
+    "_as_it_was": 7,
+    "tests/cli/test_stack_secrets.py::TestOneEphemeralStack": 7,  # one stack, two tests
+    "tests/mastership/test_seen_from_outside.py::test_the_master_killed_its_switch_taken_and"
+    "_everyone_can_see_it": 5,
+    "tests/test_logs.py::test_the_api_logs_json_lines_and_no_access_log_by_default": 5,
     "tests/api/test_abuse.py::test_long_unknown_paths_cost_the_audit_log_a_bounded_entry_each": 5,
-    "tests/cli/test_up.py::test_the_banner_names_a_flowlane_that_runs_as_pasted": 4,
-    "tests/auth/test_dpid_binding.py::test_a_certified_switch_claiming_another_dpid_is_refused": 4,
+    "tests/api/test_schemathesis.py::test_no_input_makes_a_server_error"
+    "[PUT /v1/policy positive]": 5,
+    "tests/api/test_schemathesis.py::test_no_input_makes_a_server_error"
+    "[PUT /v1/policy negative]": 4,
+    "tests/auth/test_dpid_binding.py::test_a_certified_switch_claiming_another_dpid_is_refused": 3,
 }
-"""Node id or module path → seconds.  A name that no longer exists is ignored."""
+"""Node id, class node id or module path → seconds.  A name that no longer exists is ignored."""
 
 
 def shares(count: int, workers: int) -> list[int]:
@@ -55,8 +57,9 @@ def slow_first(nodeids: Sequence[str], workers: int, slow_s: Mapping[str, float]
     """A permutation of ``range(len(nodeids))``: each worker's share led by slow tests."""
     blocks: dict[str, list[int]] = {}  # a key of slow_s → the tests it moves, in order
     for index, nodeid in enumerate(nodeids):
-        module = nodeid.split("::", 1)[0]
-        key = nodeid if nodeid in slow_s else module if module in slow_s else None
+        parts = nodeid.split("::")
+        prefixes = ("::".join(parts[:end]) for end in range(len(parts), 0, -1))
+        key = next((prefix for prefix in prefixes if prefix in slow_s), None)  # longest first
         if key is not None:
             blocks.setdefault(key, []).append(index)
     if workers < 2 or not blocks:

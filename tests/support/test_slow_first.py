@@ -35,3 +35,12 @@ def test_one_worker_unknown_names_or_no_slow_test_keep_the_order() -> None:
     assert slow_first(IDS, 1, {"tests/z.py::t6": 30.0}) == list(range(len(IDS)))
     assert slow_first(IDS, 4, {"tests/gone.py::t": 9.0}) == list(range(len(IDS)))
     assert slow_first(IDS[:2], 4, {"tests/a.py::t1": 1.0}) == [1, 0]
+
+
+def test_a_class_key_moves_the_class_whole_and_a_test_key_beats_it() -> None:
+    ids = ["tests/c.py::t0", "tests/c.py::K::t1", "tests/c.py::K::t2", "tests/c.py::t3"]
+    ids += [f"tests/d.py::t{n}" for n in range(4)]
+    order = slow_first(ids, 2, {"tests/c.py::K": 9.0, "tests/d.py::t3": 5.0})
+    assert [ids[i] for i in order[:2]] == ["tests/c.py::K::t1", "tests/c.py::K::t2"]
+    assert ids[order[4]] == "tests/d.py::t3"
+    assert slow_first(ids, 2, {"tests/c.py::K::t2": 9.0, "tests/c.py::K": 1.0})[0] == 2
