@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.optimize import linprog  # type: ignore[import-untyped]
 
 from controller.fabric.model import Path, PortRef, Topology
 from controller.fabric.paths import FabricGraph, path_links
@@ -136,6 +135,10 @@ class _Program:
         for row, limit in zip(rows, limits, strict=True):
             a_ub.append(_widen(row, width)[np.newaxis, :])
             b_ub.append(np.array([limit]))
+        # Imported here: scipy costs half a second of start-up to every process (the API, a
+        # test worker) that imports the fabric model and never solves a program.
+        from scipy.optimize import linprog  # type: ignore[import-untyped]
+
         result = linprog(
             -gain, A_ub=np.vstack(a_ub), b_ub=np.concatenate(b_ub), bounds=(0, None), method="highs"
         )
