@@ -40,7 +40,14 @@ pytestmark = pytest.mark.mininet
 BOTTLENECK = "s1-eth3"  # the server's port: train1, train2, then the server
 PORTS = {"a": 5201, "b": 5202}
 FLOWS = {"a": 1, "b": 8}
-SECONDS, OMIT = 7, 2
+SECONDS, OMIT = 3, 2
+"""iperf3's measured seconds in the per-job phases, after the OMIT it leaves out (``-O``
+comes on top of ``-t``: 5 s of traffic a phase, 9 s before). HTB holds per-job shares from the
+start: Jain 1.00 and A/B 1.98-2.02 at 2:1 in every run, over 7 s, 4 s and 3 s alike."""
+PER_FLOW_SECONDS = 7
+"""The per-flow phase keeps 7 s (after the same 2 s): job A's one flow among nine swings
+about its ninth, and short windows caught it high (Jain 0.64-0.82 over 3-4 s, against 0.63
+over 7 s; the test asks for below 0.9)."""
 
 
 def policy_document(share: str) -> dict[str, Any]:
@@ -107,8 +114,9 @@ def wait_applied(document: dict[str, Any], jobs: list[dict[str, Any]]) -> None:
     harness.wait_for("the bottleneck's queues and the jobs' entries", done, 20, 0.2)
 
 
-def measure(net: Any) -> dict[str, float]:
-    """Both jobs at once; each one's goodput (bit/s received, the first OMIT s left out)."""
+def measure(net: Any, seconds: int = SECONDS) -> dict[str, float]:
+    """Both jobs at once; each one's goodput (bit/s received over ``seconds``, after the first
+    OMIT s)."""
     server = net.get("server")
     servers = [
         harness.host_popen(server, ["iperf3", "-s", "-1", "-p", str(port)])
@@ -127,12 +135,12 @@ def measure(net: Any) -> dict[str, float]:
                 net.get(sender),
                 [
                     "iperf3", "-c", server.IP(), "-p", str(PORTS[name]), "-P", str(FLOWS[name]),
-                    "-t", str(SECONDS), "-O", str(OMIT), "-J",
+                    "-t", str(seconds), "-O", str(OMIT), "-J",
                 ],
             )  # fmt: skip
         goodput = {}
         for name, client in clients.items():
-            out, _ = client.communicate(timeout=SECONDS + OMIT + 20)
+            out, _ = client.communicate(timeout=seconds + OMIT + 20)
             goodput[name] = float(json.loads(out)["end"]["sum_received"]["bits_per_second"])
         return goodput
     finally:
@@ -198,7 +206,7 @@ def phases(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, dict[
         results["leaf-queues-per-flow"] = {
             name: float(limit) for name, limit in tc.leaf_queue_limits(BOTTLENECK).items()
         }
-        results["per-flow"] = measure(net)
+        results["per-flow"] = measure(net, PER_FLOW_SECONDS)
         put_policy(per_job)
         register(weighted)
         wait_applied(per_job, weighted)
@@ -215,6 +223,7 @@ def test_equal_weights_share_fairly_and_far_better_than_per_flow(
 ) -> None:
     per_job = jain([phases["per-job"]["a"], phases["per-job"]["b"]])
     per_flow = jain([phases["per-flow"]["a"], phases["per-flow"]["b"]])
+    print(f"Jain per job {per_job:.3f} (>= 0.9), per flow {per_flow:.3f} (< per job - 0.1)")
     assert per_job >= 0.9, phases
     assert per_job > per_flow + 0.1, phases
 
@@ -223,6 +232,7 @@ def test_weights_two_to_one_give_about_twice_the_goodput(
     phases: dict[str, dict[str, float]],
 ) -> None:
     ratio = phases["weighted"]["a"] / phases["weighted"]["b"]
+    print(f"weights 2:1, goodput A/B {ratio:.3f} (1.75 to 2.2)")
     # 1.99 measured (2.23 before the queues were bounded); the issue's target is 2.0 +- 0.2
     assert 1.75 <= ratio <= 2.2, phases
 
@@ -244,7 +254,7 @@ def test_each_jobs_packets_went_through_its_own_queue(
 ) -> None:
     """The job entries' DSCP and the port's filters put each job in its queue on the wire."""
     carried = phases["queue-bytes"]
-    sent = {name: phases["per-job"][name] * (SECONDS - OMIT) / 8 for name in ("a", "b")}
+    sent = {name: phases["per-job"][name] * SECONDS / 8 for name in ("a", "b")}  # measured
     for name in ("a", "b"):
         assert carried[name] > 0.8 * sent[name], phases
     assert carried["unregistered"] < 0.01 * sum(carried.values()), phases
