@@ -38,13 +38,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mininet.link import Intf
 from mininet.log import error, info, output
 from mininet.node import Host, Switch
 from mininet.topo import Topo
 
 from flowlane_bench.nodes import Net, Node
 from flowlane_bench.suite import topology
-from flowlane_bench.suite.topology import TopologyPlan
+from flowlane_bench.suite.topology import ETHERNET_MTU, TopologyPlan
 
 SWITCH = "s1"
 
@@ -94,8 +95,31 @@ class OffloadOffHost(Host):  # type: ignore[misc]
         return result
 
 
+class MtuError(RuntimeError):
+    """An interface did not take its link's MTU."""
+
+
+class MtuIntf(Intf):  # type: ignore[misc]
+    """An interface with its link's ``mtu``, set in its node's namespace (Mininet has no MTU).
+
+    Both ends of a link get it, the switch's port included: OVS takes a port's
+    MTU from its kernel interface (``ovs-vsctl get interface <port> mtu`` shows
+    it), and its userspace datapath forwarded 9000-byte frames between veths
+    here (docs/jobs.md, "Jumbo frames on the training fabric").
+    """
+
+    def config(self, mtu: int | None = None, **params: Any) -> Any:
+        result = super().config(**params)
+        if mtu is not None:
+            self.cmd(f"ip link set dev {self.name} mtu {int(mtu)}")
+            found = self.cmd(f"cat /sys/class/net/{self.name}/mtu").strip()
+            if found != str(mtu):
+                raise MtuError(f"{self.name}: MTU {found!r} after asking for {mtu}")
+        return result
+
+
 class PlannedTopo(Topo):  # type: ignore[misc]
-    """Whatever a ``TopologyPlan`` says, links in plan order."""
+    """Whatever a ``TopologyPlan`` says, links in plan order, at the plan's MTU."""
 
     def build(self, plan: TopologyPlan) -> None:
         self.plan = plan
@@ -104,8 +128,9 @@ class PlannedTopo(Topo):  # type: ignore[misc]
             _BUILT_SWITCHES.add(switch.name)
         for host in plan.hosts:
             self.addHost(host.name, cls=OffloadOffHost, ip=f"{host.ip}/24", mac=host.mac)
+        mtu: dict[str, Any] = {} if plan.mtu == ETHERNET_MTU else {"intf": MtuIntf, "mtu": plan.mtu}
         for link in plan.links:
-            self.addLink(link.a, link.b)
+            self.addLink(link.a, link.b, **mtu)
 
 
 class SingleSwitchTopo(PlannedTopo):

@@ -17,6 +17,12 @@ from dataclasses import dataclass, field
 MAX_HOSTS = 200
 """Hosts share one /24 (10.0.0.0/24): an L2 fabric, forwarded by ``NORMAL``."""
 
+ETHERNET_MTU = 1_500
+"""Every link's MTU unless a plan says otherwise: what Mininet's veths come up with."""
+
+JUMBO_MTU = 9_000
+"""The largest MTU a plan may set: jumbo frames, as AI training fabrics run (RoCEv2 uses 4096)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SwitchPlan:
@@ -39,15 +45,21 @@ class LinkPlan:
 
 @dataclass(frozen=True)
 class TopologyPlan:
-    """Everything Mininet needs, in link order; ``loops`` says the fabric needs RSTP."""
+    """Everything Mininet needs, in link order; ``loops`` says the fabric needs RSTP.
+
+    ``mtu`` is every link's MTU, both ends (hosts' interfaces and switch ports).
+    """
 
     switches: tuple[SwitchPlan, ...]
     hosts: tuple[HostPlan, ...]
     links: tuple[LinkPlan, ...]
     loops: bool = False
+    mtu: int = ETHERNET_MTU
     _ports: dict[str, dict[str, str]] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not ETHERNET_MTU <= self.mtu <= JUMBO_MTU:
+            raise ValueError(f"mtu must be {ETHERNET_MTU}-{JUMBO_MTU}, got {self.mtu}")
         switches = {switch.name for switch in self.switches}
         counters: dict[str, int] = {}
         ports: dict[str, dict[str, str]] = {name: {} for name in switches}
@@ -158,7 +170,8 @@ def with_hosts(plan: TopologyPlan, extra: list[tuple[str, str]]) -> TopologyPlan
 
     Mininet numbers a switch's ports in link order: a link added after all
     others takes the next number on its switch, and every port a scenario or
-    policy names keeps its name.  The new hosts take the next addresses.
+    policy names keeps its name.  The new hosts take the next addresses, and
+    their links the plan's MTU.
     """
     switches = {switch.name for switch in plan.switches}
     unknown = sorted({switch for _, switch in extra} - switches)
@@ -167,4 +180,4 @@ def with_hosts(plan: TopologyPlan, extra: list[tuple[str, str]]) -> TopologyPlan
     names = [*plan.host_names, *(name for name, _ in extra)]
     hosts = _hosts(names, sorted(switches))
     links = tuple(LinkPlan(name, switch) for name, switch in extra)
-    return TopologyPlan(plan.switches, hosts, (*plan.links, *links), plan.loops)
+    return TopologyPlan(plan.switches, hosts, (*plan.links, *links), plan.loops, plan.mtu)
