@@ -49,14 +49,20 @@ with 1 000 frames B's queue stood 1.2 s deep and overflowed, and B got
 with 100 frames, 9.6 (A/B = 1.99, the port full); with 30 frames A's single
 flow could no longer fill its share (1.83).  40 ms at the port's rate is the
 100 frames there; ``MIN_QUEUE_FRAMES`` and ``MAX_QUEUE_FRAMES`` bound it.
+
+The queue is a ``bfifo`` of that many bytes (``htb_queue_bytes``), not a ``pfifo`` of
+that many frames: at MTU 9000 a 64-frame floor would be 577 kB, 461 ms at 10 Mbit/s.
+Counted in bytes, the same limit holds the same 40 ms whatever the frame size, and at
+MTU 1500 exactly the frames a ``pfifo`` held before.
 """
 
 MIN_QUEUE_FRAMES = 64
-"""Floor of a class's queue: a single TCP flow needs some room to keep a queue busy."""
+"""Floor of a class's queue, in ``FRAME_BYTES`` frames: a single TCP flow needs some room
+to keep a queue busy."""
 
 MAX_QUEUE_FRAMES = 1_000
-"""Ceiling of a class's queue: the kernel's own default (``txqueuelen``), reached at
-about 300 Mbit/s; faster ports keep what they had."""
+"""Ceiling of a class's queue, in ``FRAME_BYTES`` frames: the kernel's own default
+(``txqueuelen``), reached at about 300 Mbit/s; faster ports keep what they had."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,9 +98,9 @@ class PortQos:
         return htb_burst_bytes(self.rate_bps)
 
     @property
-    def queue_frames(self) -> int:
-        """The length of every class's queue (its leaf ``pfifo``), in frames."""
-        return htb_queue_frames(self.rate_bps)
+    def queue_bytes(self) -> int:
+        """The limit of every class's queue (its leaf ``bfifo``), in bytes."""
+        return htb_queue_bytes(self.rate_bps)
 
 
 def htb_queue_frames(rate_bps: int) -> int:
@@ -107,6 +113,16 @@ def htb_queue_frames(rate_bps: int) -> int:
         raise ValueError(f"rate must be positive, got {rate_bps}")
     frames = math.ceil(rate_bps * QUEUE_S / 8 / FRAME_BYTES)
     return min(MAX_QUEUE_FRAMES, max(MIN_QUEUE_FRAMES, frames))
+
+
+def htb_queue_bytes(rate_bps: int) -> int:
+    """The byte limit of a class's queue: ``htb_queue_frames`` whole ``FRAME_BYTES`` frames.
+
+    Whole standard frames, so at MTU 1500 the queue holds exactly what the
+    frame-counted queue held; in bytes, so jumbo frames do not make it longer
+    in time (``QUEUE_S``).
+    """
+    return htb_queue_frames(rate_bps) * FRAME_BYTES
 
 
 def htb_burst_bytes(rate_bps: int) -> int:

@@ -116,7 +116,7 @@ def _ensure_leaf_queues(plan: PortQos, outcome: QosOutcome) -> None:
         return
     try:
         planned = [htb_classid(queue.queue_id) for queue in plan.queues]
-        if tc.ensure_leaf_queues(plan.port_name, plan.queue_frames, planned):
+        if tc.ensure_leaf_queues(plan.port_name, plan.queue_bytes, planned):
             outcome.queue_ports.append(plan.port_name)
     except tc.TcError as exc:
         outcome.tc_failed(plan.port_name, exc)

@@ -34,6 +34,8 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple, TypeVar
 
 from pyroute2 import IPRoute, NetlinkError
+from pyroute2.netlink.rtnl.tcmsg import plugins as _tc_plugins
+from pyroute2.netlink.rtnl.tcmsg import sched_pfifo as _sched_pfifo
 
 from controller.qos.plan import TcFilter
 from controller.qos.telemetry import ClassCounters
@@ -50,8 +52,19 @@ LEAF_WAIT_S: Final = 2.0
 milliseconds; a busy machine, more)."""
 LEAF_POLL_S: Final = 0.02
 
-LEAF_MAJOR: Final = 0x8000
-"""Handles of the queues under the HTB classes start here (see ``leaf_handle``)."""
+LEAF_KIND: Final = "bfifo"
+"""The queue under each HTB class: a FIFO limited in bytes (``plan.htb_queue_bytes``)."""
+
+LEAF_MAJOR: Final = 0xB000
+"""Handles of the queues under the HTB classes start here (see ``leaf_handle``).
+
+The previous version hung ``pfifo`` leaves at ``0x8000 + minor``; a new major makes such a
+leaf read as not ours from the class dump alone (``leaves_missing``), and lets ``replace``
+graft the ``bfifo`` over it: the kernel refuses to change a qdisc's kind under its handle."""
+
+# pyroute2 knows bfifo by no name; its options are pfifo's (struct tc_fifo_qopt, one u32
+# limit), so pfifo's codec encodes the limit and decodes it back from a dump.
+_tc_plugins.setdefault(LEAF_KIND, _sched_pfifo)
 
 FILTER_PARENT: Final = 0x10000
 """``1:``, the HTB qdisc OVS's linux-htb QoS makes the port's root."""
@@ -340,7 +353,8 @@ def leaf_handle(classid_text: str) -> int:
 
 
 def leaf_limits(messages: Iterable[Any], index: int | None = None) -> dict[str, int]:
-    """HTB class → the packet limit of the ``pfifo`` under it (other leaf qdiscs left out).
+    """HTB class → the byte limit of the ``bfifo`` under it (other leaf qdiscs left out: a
+    ``pfifo`` of the previous version is no queue of the planned length).
 
     ``index``: the device's; a qdisc dump answers for every device whatever it asked.
     """
@@ -348,7 +362,7 @@ def leaf_limits(messages: Iterable[Any], index: int | None = None) -> dict[str, 
     for message in messages:
         if index is not None and int(message["index"]) != index:
             continue
-        if message.get_attr("TCA_KIND") != "pfifo":
+        if message.get_attr("TCA_KIND") != LEAF_KIND:
             continue
         options = message.get_attr("TCA_OPTIONS")
         if options is None:
@@ -358,10 +372,12 @@ def leaf_limits(messages: Iterable[Any], index: int | None = None) -> dict[str, 
 
 
 def short_queues(
-    classes: Mapping[str, HtbClass], limits: Mapping[str, int], frames: int
+    classes: Mapping[str, HtbClass], limits: Mapping[str, int], limit_bytes: int
 ) -> list[str]:
-    """The port's queue classes whose leaf is not a ``pfifo`` of ``frames`` packets."""
-    return sorted(name for name in classes if name != ROOT_CLASSID and limits.get(name) != frames)
+    """The port's queue classes whose leaf is not a ``bfifo`` of ``limit_bytes``."""
+    return sorted(
+        name for name in classes if name != ROOT_CLASSID and limits.get(name) != limit_bytes
+    )
 
 
 def leaves_missing(classes: Mapping[str, HtbClass]) -> bool:
@@ -407,15 +423,15 @@ class Netlink:
         # groups=0: no multicast subscription, so no link/route events pile up unread
         self._ipr: Any = ipr if ipr is not None else IPRoute(groups=0)
         self._index: dict[str, int] = {}
-        self._leaf_frames: dict[tuple[str, str], int] = {}
-        """(device, class) → the queue length this process gave or saw the class's own leaf
+        self._leaf_bytes: dict[tuple[str, str], int] = {}
+        """(device, class) → the byte limit this process gave or saw the class's own leaf
         have: a qdisc dump answers for every device of the machine, so it is read only for
-        a class whose leaf this process has not checked (or whose length is to change)."""
+        a class whose leaf this process has not checked (or whose limit is to change)."""
 
     def close(self) -> None:
         self._ipr.close()
         self._index.clear()
-        self._leaf_frames.clear()
+        self._leaf_bytes.clear()
 
     def __enter__(self) -> Netlink:
         return self
@@ -520,7 +536,7 @@ class Netlink:
         return True
 
     def leaf_limits(self, device: str) -> dict[str, int]:
-        """HTB class → the packet limit of its ``pfifo`` (see ``leaf_limits``)."""
+        """HTB class → the byte limit of its ``bfifo`` (see ``leaf_limits``)."""
 
         def read(index: int) -> dict[str, int]:
             messages = self._request(device, lambda: tuple(self._ipr.get_qdiscs(index=index)))
@@ -531,13 +547,13 @@ class Netlink:
     def ensure_leaf_queues(
         self,
         device: str,
-        frames: int,
+        limit_bytes: int,
         planned: Sequence[str] = (),
         wait_s: float = LEAF_WAIT_S,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ) -> bool:
-        """Put a ``pfifo`` of ``frames`` packets under every queue class of the port; True if
+        """Put a ``bfifo`` of ``limit_bytes`` under every queue class of the port; True if
         one changed.  OVS's classes otherwise get the kernel's default queue, as long as the
         device's ``txqueuelen``, far too deep for a slow port (``plan.QUEUE_S``).
 
@@ -557,12 +573,12 @@ class Netlink:
         unchecked = {
             name
             for name in queues.keys() - short
-            if self._leaf_frames.get((device, name)) != frames
+            if self._leaf_bytes.get((device, name)) != limit_bytes
         }
         if unchecked:
             limits = self.leaf_limits(device)
-            short |= set(short_queues({n: queues[n] for n in unchecked}, limits, frames))
-            self._leaf_frames.update({(device, n): frames for n in unchecked - short})
+            short |= set(short_queues({n: queues[n] for n in unchecked}, limits, limit_bytes))
+            self._leaf_bytes.update({(device, n): limit_bytes for n in unchecked - short})
         if not short:
             return False
 
@@ -574,16 +590,16 @@ class Netlink:
                     partial(
                         self._ipr.tc,
                         "replace",
-                        "pfifo",
+                        LEAF_KIND,
                         index=index,
                         parent=parent,
                         handle=leaf_handle(name),
-                        limit=frames,
+                        limit=limit_bytes,
                     ),
                 )
 
         self._on_port(device, replace)
-        self._leaf_frames.update({(device, name): frames for name in short})
+        self._leaf_bytes.update({(device, name): limit_bytes for name in short})
         return True
 
     def ensure_root_burst(self, device: str, rate_bps: int, burst_bytes: int) -> bool:
@@ -665,13 +681,13 @@ def ensure(device: str, filters: Sequence[TcFilter]) -> bool:
 
 
 def leaf_queue_limits(device: str) -> dict[str, int]:
-    """HTB class → its ``pfifo``'s packet limit, through this thread's socket."""
+    """HTB class → its ``bfifo``'s byte limit, through this thread's socket."""
     return _with_socket(device, lambda nl: nl.leaf_limits(device))
 
 
-def ensure_leaf_queues(device: str, frames: int, planned: Sequence[str] = ()) -> bool:
-    """A ``pfifo`` of ``frames`` packets under every queue class (see ``Netlink``)."""
-    return _with_socket(device, lambda nl: nl.ensure_leaf_queues(device, frames, planned))
+def ensure_leaf_queues(device: str, limit_bytes: int, planned: Sequence[str] = ()) -> bool:
+    """A ``bfifo`` of ``limit_bytes`` under every queue class (see ``Netlink``)."""
+    return _with_socket(device, lambda nl: nl.ensure_leaf_queues(device, limit_bytes, planned))
 
 
 def ensure_root_burst(device: str, rate_bps: int, burst_bytes: int) -> bool:

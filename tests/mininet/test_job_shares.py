@@ -11,7 +11,7 @@ network, so the machine's noise is the same for all:
    gets about a ninth (Jain index about 0.62);
 3. per-job again with A at weight 2: A gets about twice B.
 
-The 2:1 ratio holds because every HTB class's queue is bounded (a ``pfifo``
+The 2:1 ratio holds because every HTB class's queue is bounded (a ``bfifo``
 of 40 ms of the port, ``controller.qos.plan.QUEUE_S``): with the kernel's
 default 1 000 frames job B's queue stood over a second deep, overflowed, and
 B's eight flows got 8.5 of the 10 Mbit/s its share puts on the wire
@@ -245,7 +245,8 @@ def test_every_queue_class_has_a_queue_of_the_planned_length(
     planned = plan_port_qos(parse_policy(policy_document("per-job")), BOTTLENECK, None)
     weighted = phases["leaf-queues-weighted"]
     assert len(weighted) == 4, phases  # training, best-effort, job a, job b
-    assert set(weighted.values()) == {float(planned.queue_frames)} == {100.0}, phases
+    # 100 frames of 1 514 B: 40 ms at 30 Mbit/s, in bytes
+    assert set(weighted.values()) == {float(planned.queue_bytes)} == {151_400.0}, phases
     assert set(phases["leaf-queues-per-flow"]) == {"1:1", "1:2"}, phases
 
 

@@ -114,11 +114,11 @@ def test_connect_installs_the_whole_plan_queues_and_filters(
             bursts = htb_bursts(class_stats(port))  # netlink: kept as ticks, read back
             assert all(abs(b - burst) <= burst // 100 for b in bursts.values()), bursts
         # inference: HTB prio 0, 20 % of 50 Mbit guaranteed, over a queue of its own (leaf
-        # 8001:, a pfifo of 40 ms at the port's rate) rather than the kernel's 1000 frames
+        # b001:, a bfifo of 40 ms at the port's rate) rather than the kernel's 1000 frames
         harness.wait_for(
             "the inference class with its own queue",
             lambda: (
-                "class htb 1:1 parent 1:fffe leaf 8001: prio 0 rate 10Mbit ceil 50Mbit"
+                "class htb 1:1 parent 1:fffe leaf b001: prio 0 rate 10Mbit ceil 50Mbit"
                 in tc_classes(bridge.ports[0])
             ),
             10,

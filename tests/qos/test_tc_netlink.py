@@ -179,6 +179,10 @@ POLICY = parse_policy(
 )
 PING_FRAME = 98
 """Bytes HTB counts for one ``ping -s 56``: 64 B of ICMP, 20 of IPv4, 14 of Ethernet."""
+BYTES = 64 * 1514
+"""A leaf's byte limit: the 64-frame floor at MTU 1500 (``plan.htb_queue_bytes``)."""
+JUMBO_FRAME = 9014
+"""Bytes of one ``ping -s 8972`` at MTU 9000: 8 980 B of ICMP, 20 of IPv4, 14 of Ethernet."""
 
 
 NETNS = pytest.mark.filterwarnings("ignore:Using fork:DeprecationWarning")
@@ -202,11 +206,13 @@ class Link:
         assert done.returncode == 0, f"{' '.join(args)}: {done.stderr}"
         return done.stdout
 
-    def ping(self, tos: int, count: int) -> int:
-        """``count`` pings with the given TOS out of ``device``, replies not awaited (a slow
-        class holds some back); how many ping sent."""
+    def ping(self, tos: int, count: int, size: int = 56) -> int:
+        """``count`` pings of ``size`` bytes of data with the given TOS out of ``device``,
+        replies not awaited (a slow class holds some back); how many ping sent."""
         # -S: by default ping's socket buffers one packet, and one held in a queue blocks it
-        command = ["ping", "-q", "-n", "-c", str(count), "-i", "0.01", "-W", "1", "-S", "65536"]
+        buffer = str(max(65536, 64 * (size + 1024)))
+        command = ["ping", "-q", "-n", "-c", str(count), "-i", "0.01", "-W", "1", "-S", buffer]
+        command += ["-s", str(size)]
         done = subprocess.run(
             ["ip", "netns", "exec", self.ns, *command, "-Q", f"{tos:#x}", self.peer_address],
             capture_output=True,
@@ -355,6 +361,30 @@ def test_a_backlog_is_read_in_exact_bytes(link: Link) -> None:
 
 @pytest.mark.ovs
 @NETNS
+def test_a_leaf_holds_its_limit_in_bytes_whatever_the_frame_size(link: Link) -> None:
+    """At MTU 9000 the 64-frame floor's bytes hold 10 jumbo frames, not 64 (a pfifo's count):
+    the same time at the port's rate as 64 standard frames."""
+    for ns, device in ((link.ns, link.device), (link.peer_ns, link.peer)):
+        link.sh("ip", "-n", ns, "link", "set", device, "mtu", "9000")
+    plan = plan_port_qos(POLICY, link.device, None)
+    make_htb_as_ovs_does(link, plan)
+    with IPRoute(netns=link.ns, flags=0, groups=0) as ipr:
+        [index] = ipr.link_lookup(ifname=link.device)
+        ipr.tc("change-class", "htb", index=index, handle="1:3", parent=tc.ROOT_CLASSID,
+               rate=8, ceil=8, burst=100, cburst=100, prio=2)  # fmt: skip
+    planned = [htb_classid(queue.queue_id) for queue in plan.queues]
+    with netlink_in(link) as nl:
+        nl.ensure_filters(link.device, tc_filters(plan))
+        assert nl.ensure_leaf_queues(link.device, BYTES, planned)
+        link.ping(0, 30, size=JUMBO_FRAME - 42)  # best-effort, DSCP 0
+        held = nl.classes(link.device)["1:3"].counters
+    assert held.backlog_packets == BYTES // JUMBO_FRAME == 10, held
+    assert held.backlog_bytes == 10 * JUMBO_FRAME <= BYTES, held
+    assert held.drops > 0, held
+
+
+@pytest.mark.ovs
+@NETNS
 def test_the_root_burst_is_put_back_and_then_left_alone(link: Link) -> None:
     plan = plan_port_qos(POLICY, link.device, None)
     make_htb_as_ovs_does(link, plan)  # one frame of burst, as OVS leaves it
@@ -374,17 +404,23 @@ def test_the_root_burst_is_put_back_and_then_left_alone(link: Link) -> None:
 @pytest.mark.ovs
 @NETNS
 def test_each_class_gets_its_queue_once_and_one_remade_by_ovs_again(link: Link) -> None:
-    """The leaf under each class is a pfifo of the planned length; checked again without a
-    qdisc dump (which would answer for every device of the machine); a class whose leaf is
-    replaced behind our back (OVS remaking it) is noticed from the class dump alone."""
+    """The leaf under each class is a bfifo of the planned byte limit; checked again without
+    a qdisc dump (which would answer for every device of the machine); a class whose leaf is
+    replaced behind our back (OVS remaking it, or the previous version's pfifo at its old
+    handle) is noticed from the class dump alone; a bfifo of ours left at another limit (a
+    process that did not write it) is found by the dump and put back."""
     plan = plan_port_qos(POLICY, link.device, None)
     make_htb_as_ovs_does(link, plan)
     planned = [htb_classid(queue.queue_id) for queue in plan.queues]
     with netlink_in(link) as nl:
         assert tc.leaves_missing(nl.classes(link.device))
-        assert nl.ensure_leaf_queues(link.device, 64, planned)
-        assert nl.leaf_limits(link.device) == dict.fromkeys(planned, 64)
+        assert nl.ensure_leaf_queues(link.device, BYTES, planned)
+        assert nl.leaf_limits(link.device) == dict.fromkeys(planned, BYTES)
         assert not tc.leaves_missing(nl.classes(link.device))
+        assert (
+            f"bfifo {tc.leaf_handle(planned[0]) >> 16:x}: parent {planned[0]} limit {BYTES}b"
+            in (link.tc_text("qdisc", "show"))
+        )
         dumps = 0
         read = nl.leaf_limits
 
@@ -394,15 +430,23 @@ def test_each_class_gets_its_queue_once_and_one_remade_by_ovs_again(link: Link) 
             return read(device)
 
         nl.leaf_limits = counted  # type: ignore[method-assign]
-        assert not nl.ensure_leaf_queues(link.device, 64, planned)
+        assert not nl.ensure_leaf_queues(link.device, BYTES, planned)
         assert dumps == 0
-        first = planned[0]
+        first, second = planned[0], planned[1]
         link.sh("ip", "netns", "exec", link.ns, "tc", "qdisc", "replace", "dev", link.device,
                 "parent", first, "handle", "50:", "pfifo", "limit", "1000")  # fmt: skip
-        assert nl.ensure_leaf_queues(link.device, 64, planned)
-        assert read(link.device)[first] == 64
-        assert nl.ensure_leaf_queues(link.device, 128, planned)  # a new length: all again
-        assert read(link.device) == dict.fromkeys(planned, 128)
+        # the previous version's leaf: a pfifo of 64 frames at 0x8000 + minor
+        link.sh("ip", "netns", "exec", link.ns, "tc", "qdisc", "replace", "dev", link.device,
+                "parent", second, "handle", "8002:", "pfifo", "limit", "64")  # fmt: skip
+        assert tc.leaves_missing(nl.classes(link.device))
+        assert nl.ensure_leaf_queues(link.device, BYTES, planned)
+        assert read(link.device) == dict.fromkeys(planned, BYTES)
+        assert "pfifo" not in link.tc_text("qdisc", "show")
+        assert nl.ensure_leaf_queues(link.device, 2 * BYTES, planned)  # a new limit: all again
+        assert read(link.device) == dict.fromkeys(planned, 2 * BYTES)
+    with netlink_in(link) as fresh:  # a new process: its first check reads the dump
+        assert not fresh.ensure_leaf_queues(link.device, 2 * BYTES, planned)
+        assert fresh.ensure_leaf_queues(link.device, BYTES, planned)
 
 
 @pytest.mark.ovs
