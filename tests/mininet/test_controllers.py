@@ -20,7 +20,8 @@ Open vSwitch itself (``ovs-vsctl`` roles, ``ovs-ofctl`` tables, OVSDB queues).
 - the killed instance restarted: it takes its share writing nothing, no probe lost;
 - SIGSTOP of a master, its switches taken and a new version applied, SIGCONT: none of
   its writes lands (tables and queues hold the new version throughout), the errors it
-  got are counted, it steps down (mastership events) and takes again only afresh;
+  got are counted, it steps down (mastership events) and takes again only afresh; at
+  most three probe datagrams a class lost (the new version's queue change);
 - a version written while a master is frozen, then killed: on every switch;
 - SIGKILL of the Redis primary during a stream of policy writes: every acknowledged
   version kept, the API answering within the failover, every switch mastered and on
@@ -452,9 +453,11 @@ def probe_losses(
     return lost, due
 
 
-def assert_at_most_one_lost(lost: dict[str, int]) -> None:
+def assert_at_most_lost(lost: dict[str, int], limit: int) -> None:
+    """At most ``limit`` datagrams of each class lost: a few milliseconds at the probes'
+    rate, where a takeover that stopped forwarding would cost hundreds."""
     assert set(lost) == set(faults.PROBE_PORTS), lost
-    assert all(count <= 1 for count in lost.values()), f"probe datagrams lost: {lost}"
+    assert all(count <= limit for count in lost.values()), f"probe datagrams lost: {lost}"
 
 
 def assert_nothing_lost(lost: dict[str, int]) -> None:
@@ -552,7 +555,7 @@ def test_a_killed_masters_switches_are_taken_over_and_a_remote_failure_routed_ar
     # the source leaf's group while the probes cross it, which has cost one datagram of a
     # class in about one run in five (a single-controller remote failure may cost 300 ms:
     # test_fabric.py). One datagram per class is the margin; more is a takeover's doing.
-    assert_at_most_one_lost(lost)
+    assert_at_most_lost(lost, 1)
     # The new masters read each switch and wrote only what the failure changed: every entry
     # they added is new in the table (none rewritten as it was).
     assert adds == {b: float(added[b]) for b in taken}, (adds, added, syncs)
@@ -733,10 +736,11 @@ def test_a_paused_master_is_fenced_and_steps_down(fabric: Stack) -> None:
     assert drift == [], f"changed while {victim} woke up: {drift}"
     # The new masters read each switch and sent only the new version's difference.
     assert mods == {b: float(changed[b]) for b in taken}, (mods, changed)
-    # The issue asks this test for fencing and a step-down, not for zero loss; one
-    # datagram of a class was lost in about one module run in ten (the takeover's
-    # re-route while the probes cross it), so one a class is the margin.
-    assert_at_most_one_lost(lost)
+    # The issue asks this test for fencing and a step-down, not for zero loss. The new
+    # policy changes the queues' rates, and while OVS reconfigures the ports' HTB classes the
+    # best-effort probe has lost two consecutive datagrams (4 ms at 500/s) in about one
+    # module run in three; a stale master's write or a gap in mastership would cost far more.
+    assert_at_most_lost(lost, 3)
     mine = next(c for c in view["controllers"] if c["id"] == victim)
     assert mine["alive"]
     for mastered in mine["masters"]:  # taken again after stepping down: a newer generation
