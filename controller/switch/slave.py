@@ -43,7 +43,7 @@ from controller.openflow.osken_internals import DATAPATH, encode
 from controller.switch import codec
 from controller.switch.commands import Command, FabricInput, Send
 from controller.switch.requests import ask, take_xids
-from controller.switch.state import Ask, SwitchConfig, SwitchState, Sync
+from controller.switch.state import Ask, SwitchConfig, SwitchState, Sync, updated_ports
 
 PORTS_READ: Final = "ports, as slave"
 """The reason of a slave's read: its ports only, never planned."""
@@ -113,13 +113,7 @@ def observe(
         return ask(state, Ask.PORTS, codec.PORT_DESC, now, config, out)
     if not wanted.ports:
         return state
-    by_number = {port.number: port for port in state.ports}
-    for number, port in wanted.ports.items():
-        if port is None:
-            by_number.pop(number, None)
-        else:
-            by_number[number] = port
-    ports = tuple(sorted(by_number.values(), key=lambda p: p.number))
+    ports = updated_ports(state.ports, wanted.ports)
     out.append(FabricInput(SwitchPorts(state.dpid, ports)))
     return replace(state, ports=ports, wanted=replace(wanted, ports={}))
 

@@ -250,3 +250,17 @@ def want(
     reasons = wanted.reasons if reason in wanted.reasons else (*wanted.reasons, reason)
     ports = wanted.ports if port is None else {**wanted.ports, port[0]: port[1]}
     return replace(state, wanted=Wanted(reasons, wanted.fresh or fresh, ports))
+
+
+def updated_ports(
+    ports: tuple[PortState, ...], updates: Mapping[int, PortState | None]
+) -> tuple[PortState, ...]:
+    """``ports`` with the port-status updates applied (``None``: the port is gone), by number:
+    how a master's sync and a slave's observation both adopt what the switch said."""
+    by_number = {port.number: port for port in ports}
+    for number, port in updates.items():
+        if port is None:
+            by_number.pop(number, None)
+        else:
+            by_number[number] = port
+    return tuple(sorted(by_number.values(), key=lambda p: p.number))

@@ -42,6 +42,7 @@ from controller.switch.state import (
     SwitchState,
     Sync,
     may_write,
+    updated_ports,
     want,
 )
 
@@ -57,13 +58,7 @@ def start_if_idle(
     wanted = state.wanted
     state = replace(state, wanted=None)
     if wanted.ports and state.ports is not None:
-        by_number = {port.number: port for port in state.ports}
-        for number, port in wanted.ports.items():
-            if port is None:
-                by_number.pop(number, None)
-            else:
-                by_number[number] = port
-        ports = tuple(sorted(by_number.values(), key=lambda p: p.number))
+        ports = updated_ports(state.ports, wanted.ports)
         state = replace(state, ports=ports)
         out.append(FabricInput(SwitchPorts(state.dpid, ports)))
     # What the switch holds is unknown after a failure: its ports are read again too.

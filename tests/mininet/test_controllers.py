@@ -59,7 +59,7 @@ from controller.policy.model import Policy
 from controller.store.client import connect
 from controller.store.policies import PolicyStore
 from tests.conftest import free_port
-from tests.support.fabric_switches import next_hops, own_names
+from tests.support.fabric_switches import next_hops, own_names, require_free
 from tests.support.policy_writer import Writer
 from tests.support.sentinel import DOWN_AFTER_MS, SentinelSet
 
@@ -251,13 +251,7 @@ def wait_settled(stack: Stack, timeout_s: float = SETTLE_S) -> None:
 
 def check_prerequisites() -> None:
     harness.check_prerequisites()
-    listed = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True, check=True)
-    taken = sorted(set(listed.stdout.split()) & set(BRIDGES))
-    if taken:
-        raise harness.PrerequisiteError(
-            f"bridges {', '.join(taken)} exist already: another run holds them, or a crashed one"
-            " left them (`ovs-vsctl del-br <name>` when nothing else runs)"
-        )
+    require_free(BRIDGES)
 
 
 @pytest.fixture(scope="module")

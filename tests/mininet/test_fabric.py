@@ -42,7 +42,7 @@ from flowlane_bench.suite.topology import leaf_spine
 from flowlane_bench.topologies import PlannedTopo
 
 from controller.pipeline import tables
-from tests.support.fabric_switches import ofctl_numbers, own_names
+from tests.support.fabric_switches import bridges, ofctl_numbers, own_names, require_free
 
 pytestmark = pytest.mark.mininet
 
@@ -249,12 +249,7 @@ def check_prerequisites() -> None:
     harness.check_prerequisites()
     if shutil.which("redis-server") is None:
         raise harness.PrerequisiteError("missing redis-server (run `make setup`)")
-    taken = sorted(set(bridges()) & set(BRIDGES))
-    if taken:
-        raise harness.PrerequisiteError(
-            f"bridges {', '.join(taken)} exist already: another run holds them, or a crashed one"
-            " left them (`ovs-vsctl del-br <name>` or `mn -c` when nothing else runs)"
-        )
+    require_free(BRIDGES)
 
 
 @pytest.fixture(scope="module")
@@ -278,11 +273,6 @@ def fabric(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fabric]:
     problems = harness.log_problems(stack.log())
     assert not problems, "the stack logged errors:\n" + "\n".join(problems)
     assert not leftover, f"Mininet left bridges behind (deleted now): {leftover}"
-
-
-def bridges() -> list[str]:
-    listed = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True, check=True)
-    return listed.stdout.split()
 
 
 @contextmanager

@@ -337,17 +337,23 @@ def test_a_filter_lost_or_foreign_is_rewritten_to_the_plan(link: Link) -> None:
         assert nl.filter_keys(link.device) == tc.wanted_keys(planned)
 
 
+def best_effort_slowed_to_a_trickle(link: Link, plan: PortQos) -> None:
+    """The port's HTB as OVS makes it, its best-effort class (1:3) slowed to 64 bit/s: what
+    is sent there stays queued, to be read back."""
+    make_htb_as_ovs_does(link, plan)
+    with IPRoute(netns=link.ns, flags=0, groups=0) as ipr:
+        [index] = ipr.link_lookup(ifname=link.device)
+        ipr.tc("change-class", "htb", index=index, handle="1:3", parent=tc.ROOT_CLASSID,
+               rate=8, ceil=8, burst=100, cburst=100, prio=2)  # fmt: skip
+
+
 @pytest.mark.ovs
 @NETNS
 def test_a_backlog_is_read_in_exact_bytes(link: Link) -> None:
     """A 64 bit/s class lets about one ping through and holds the rest: the backlog read is
     those frames, to the byte (tc's text rounds a size near a multiple of 1 KiB to Kb)."""
     plan = plan_port_qos(POLICY, link.device, None)
-    make_htb_as_ovs_does(link, plan)
-    with IPRoute(netns=link.ns, flags=0, groups=0) as ipr:
-        [index] = ipr.link_lookup(ifname=link.device)
-        ipr.tc("change-class", "htb", index=index, handle="1:3", parent=tc.ROOT_CLASSID,
-               rate=8, ceil=8, burst=100, cburst=100, prio=2)  # fmt: skip
+    best_effort_slowed_to_a_trickle(link, plan)
     with netlink_in(link) as nl:
         nl.ensure_filters(link.device, tc_filters(plan))
         sent = link.ping(0, 20)  # best-effort, DSCP 0
@@ -367,11 +373,7 @@ def test_a_leaf_holds_its_limit_in_bytes_whatever_the_frame_size(link: Link) -> 
     for ns, device in ((link.ns, link.device), (link.peer_ns, link.peer)):
         link.sh("ip", "-n", ns, "link", "set", device, "mtu", "9000")
     plan = plan_port_qos(POLICY, link.device, None)
-    make_htb_as_ovs_does(link, plan)
-    with IPRoute(netns=link.ns, flags=0, groups=0) as ipr:
-        [index] = ipr.link_lookup(ifname=link.device)
-        ipr.tc("change-class", "htb", index=index, handle="1:3", parent=tc.ROOT_CLASSID,
-               rate=8, ceil=8, burst=100, cburst=100, prio=2)  # fmt: skip
+    best_effort_slowed_to_a_trickle(link, plan)
     planned = [htb_classid(queue.queue_id) for queue in plan.queues]
     with netlink_in(link) as nl:
         nl.ensure_filters(link.device, tc_filters(plan))

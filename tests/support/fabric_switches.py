@@ -6,6 +6,7 @@ and the next hops a leaf forwards a host's MAC to, read from Open vSwitch itself
 from __future__ import annotations
 
 import re
+import subprocess
 
 from flowlane_bench import harness
 from flowlane_bench.suite.topology import LinkPlan, SwitchPlan, TopologyPlan
@@ -57,3 +58,19 @@ def next_hops(bridge: str, mac: str) -> frozenset[int] | None:
             return frozenset(int(p) for p in re.findall(r"output:(\d+)", parsed[3]))
         return group_watch_ports(bridge).get(int(group[1]), frozenset())
     return None
+
+
+def bridges() -> list[str]:
+    """The bridges Open vSwitch has now."""
+    listed = subprocess.run(["ovs-vsctl", "list-br"], capture_output=True, text=True, check=True)
+    return listed.stdout.split()
+
+
+def require_free(names: tuple[str, ...] | list[str]) -> None:
+    """Fail loudly when a bridge a test is about to make exists already."""
+    taken = sorted(set(bridges()) & set(names))
+    if taken:
+        raise harness.PrerequisiteError(
+            f"bridges {', '.join(taken)} exist already: another run holds them, or a crashed one"
+            " left them (`ovs-vsctl del-br <name>` when nothing else runs)"
+        )
