@@ -8,6 +8,12 @@ port carries at most its capacity, and a fixed-rate flow carries at most its
 rate.  Unsplit placement can only reach it, never beat it, so
 ``measured / max_throughput`` is the fraction of the fabric a run used.
 
+The hops of one ring all-reduce are one commodity each but not independent:
+a ring moves at its slowest hop, so they carry one rate, and a run reports
+the ring's rate (one hop's), not the sum over its hops.  Commodities with the
+same ``ring`` are held to one rate and counted once, so the optimum is in the
+measured figure's units.
+
 Solved as linear programs with HiGHS (``scipy.optimize.linprog``).
 """
 
@@ -33,15 +39,30 @@ class Commodity:
     src: PortRef  # edge port where the source host attaches
     dst: PortRef  # edge port where the destination host attaches
     limit_bps: float | None = None  # a fixed-rate (UDP) flow's rate; None: elastic
+    ring: str | None = None
+    """The all-reduce ring this is a hop of: a ring's hops carry one rate, counted once."""
 
 
 def max_throughput(topology: Topology, commodities: Sequence[Commodity]) -> float:
-    """The largest total rate (bit/s) the commodities can carry together over shortest paths."""
+    """The largest total rate (bit/s) the commodities can carry together over shortest paths,
+    a ring counted once at its rate (every one of its hops carrying it)."""
     program = _Program.build(topology, commodities)
     if not program.paths:
         return 0.0
-    rates = program.solve(np.ones(len(program.paths)))
-    return float(rates.sum())
+    hops: dict[str, list[int]] = {}
+    for index, commodity in enumerate(commodities):
+        if commodity.ring is not None:
+            hops.setdefault(commodity.ring, []).append(index)
+    gain = np.ones(len(program.paths))
+    rows: list[NDArray[np.float64]] = []
+    for members in hops.values():
+        for index in members:
+            gain[np.array(program.paths) == index] = 1.0 / len(members)
+        for index in members[1:]:  # each hop's rate equal to the first's: two inequalities
+            difference = program.rate_row(index) - program.rate_row(members[0])
+            rows += [difference, -difference]
+    rates = program.solve(gain, rows, [0.0] * len(rows))
+    return float(gain @ rates)
 
 
 def max_min_fair(topology: Topology, commodities: Sequence[Commodity]) -> list[float]:
@@ -52,7 +73,8 @@ def max_min_fair(topology: Topology, commodities: Sequence[Commodity]) -> list[f
     taking from a commodity that has no more (each tested by its own LP),
     and repeat.  A commodity with no path gets 0; a fixed-rate one stops at
     its rate.  That is where TCP flows sharing the best split would settle,
-    the reference for a run's fairness.
+    the reference for a run's fairness.  Every commodity is filled on its own:
+    ``ring`` is not read here (a ring's hops are not flows competing for a share).
     """
     program = _Program.build(topology, commodities)
     frozen = {index: 0.0 for index in range(len(commodities)) if index not in program.routed}

@@ -146,3 +146,32 @@ def test_max_min_fair_stops_fixed_rate_flows_at_their_rate() -> None:
 def test_max_min_fair_of_the_colliding_eight_is_the_optimum_split_evenly() -> None:
     rates = max_min_fair(leaf_spine(2, 4, 20 * MBIT), colliding_eight())
     assert rates == [pytest.approx(20 * MBIT)] * 8
+
+
+def ring(name: str, leaves: list[int], first_host: int = 0) -> list[Commodity]:
+    """A ring all-reduce over workers on ``leaves`` in ring order, worker ``n`` at host index
+    ``first_host + n`` of its leaf (no two workers on one host)."""
+    workers = [host(leaf, first_host + n) for n, leaf in enumerate(leaves)]
+    return [
+        Commodity(a, b, None, name)
+        for a, b in zip(workers, [*workers[1:], workers[0]], strict=True)
+    ]
+
+
+def test_a_ring_counts_once_at_its_rate() -> None:
+    """Four hops over four leaves, each on links of its own: the ring moves at a link's rate,
+    and that is its throughput (a run measures one hop's rate), not four links' worth."""
+    topology = leaf_spine(2, 4, 10 * MBIT)
+    assert max_throughput(topology, ring("a", [1, 2, 3, 4])) == pytest.approx(10 * MBIT)
+    two = ring("a", [1, 2, 3, 4]) + ring("b", [1, 3, 2, 4], first_host=4)
+    assert max_throughput(topology, two) == pytest.approx(20 * MBIT)
+
+
+def test_a_ring_moves_at_its_slowest_hop() -> None:
+    """Over one spine, ring a on leaves 1, 2, 1, 2 sends two hops up leaf 1's one uplink: each
+    gets half, and so does the whole ring, although its other hops could carry a full link."""
+    topology = leaf_spine(1, 2, 10 * MBIT)
+    assert max_throughput(topology, ring("a", [1, 2, 1, 2])) == pytest.approx(5 * MBIT)
+    # The same hops as independent flows: the bound counts each hop, and the slow ones' spare.
+    hops = [Commodity(c.src, c.dst) for c in ring("a", [1, 2, 1, 2])]
+    assert max_throughput(topology, hops) == pytest.approx(20 * MBIT)

@@ -114,7 +114,8 @@ def iperf_rate_bps(text: str) -> float:
 
 
 def training_commodities(scenario: Scenario, plan: TopologyPlan) -> list[Commodity]:
-    """One commodity per training stream: bulk flows (UDP capped at its rate) and ring links."""
+    """One commodity per training stream: bulk flows (UDP capped at its rate) and ring links
+    (held to their ring's one rate, counted once: a run reports a ring's rate, one hop's)."""
     commodities = []
     for workload in scenario.training:
         if isinstance(workload, BulkWorkload):
@@ -126,7 +127,7 @@ def training_commodities(scenario: Scenario, plan: TopologyPlan) -> list[Commodi
         else:
             ring = workload.workers
             commodities += [
-                Commodity(host_port(plan, a), host_port(plan, b), None)
+                Commodity(host_port(plan, a), host_port(plan, b), None, workload.name)
                 for a, b in zip(ring, [*ring[1:], ring[0]], strict=True)
             ]
     return commodities
