@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from flowlane_bench.suite.across_runs import AcrossRunsError, Run, compare_runs
+from flowlane_bench.suite.across_runs_table import across_runs_markdown, across_runs_table
 from flowlane_bench.suite.report import Report
 from flowlane_bench.suite.spec import Mode
 from flowlane_bench.suite.summary import markdown_table, scenario_list, summary_table
@@ -89,15 +91,10 @@ def _modes(value: str | None) -> str | None:
     return ",".join(names)
 
 
-@app.command("show")
-def show(
-    report: Annotated[Path, typer.Argument(help="a report.json written by `scenario run`")],
-    markdown: Annotated[bool, typer.Option(help="print the summary as a Markdown table")] = False,
-    plots: Annotated[bool, typer.Option(help="write the plots again, next to the report")] = False,
-) -> None:
-    """Print a report's summary table again (no root, no network), and redraw its plots."""
+def _load_report(report: Path) -> Report:
+    """The report at ``report``, or exit 2 naming the file (unreadable, or not a report)."""
     try:
-        loaded = Report.model_validate_json(report.read_text(encoding="utf-8"))
+        return Report.model_validate_json(report.read_text(encoding="utf-8"))
     except OSError as exc:
         err.print(f"[red]cannot read {report}[/]: {exc.strerror}")
         raise typer.Exit(2) from None
@@ -106,6 +103,16 @@ def show(
         for error in exc.errors()[:10]:
             err.print(f"  {format_path(error['loc'])}: {error['msg']}", highlight=False)
         raise typer.Exit(2) from None
+
+
+@app.command("show")
+def show(
+    report: Annotated[Path, typer.Argument(help="a report.json written by `scenario run`")],
+    markdown: Annotated[bool, typer.Option(help="print the summary as a Markdown table")] = False,
+    plots: Annotated[bool, typer.Option(help="write the plots again, next to the report")] = False,
+) -> None:
+    """Print a report's summary table again (no root, no network), and redraw its plots."""
+    loaded = _load_report(report)
     if plots:
         _extra()
         from flowlane_bench.suite.plots import write_plots  # matplotlib: the scenarios extra
@@ -116,6 +123,44 @@ def show(
         print(markdown_table(loaded))
     else:
         out.print(summary_table(loaded))
+
+
+@app.command("compare")
+def compare(
+    reports: Annotated[
+        list[Path], typer.Argument(help="report.json files of runs of one scenario (two or more)")
+    ],
+    markdown: Annotated[
+        bool, typer.Option(help="print the comparison as a Markdown table")
+    ] = False,
+) -> None:
+    """Each run's p99 ratio and slowest ring per mode, and the median across runs (no root)."""
+    # One 20 s window's p99 is decided by whether a cluster of stalled requests fell in it
+    # (docs/jobs.md); the median of several runs, each against its own control, is not.
+    if len(reports) < 2:
+        err.print(
+            f"[red]compare needs at least two reports[/], got {len(reports)}:"
+            " give the report.json of every run to compare"
+        )
+        raise typer.Exit(2)
+    resolved = [path.resolve() for path in reports]
+    for index, path in enumerate(reports):
+        first = resolved.index(resolved[index])
+        if first != index:
+            err.print(f"[red]{path} is given twice[/] (as {reports[first]}): each run counts once")
+            raise typer.Exit(2)
+    runs = [Run(str(path), _load_report(path)) for path in reports]
+    try:
+        result = compare_runs(runs)
+    except AcrossRunsError as exc:
+        err.print(f"[red]cannot compare[/]: {exc}", highlight=False)
+        raise typer.Exit(2) from None
+    if markdown:  # the rich table names skipped modes in its caption; Markdown is the table only
+        for mode, sources in result.skipped:
+            err.print(f"skipped {mode}: not in {', '.join(sources)}", highlight=False)
+        print(across_runs_markdown(result))
+    else:
+        out.print(across_runs_table(result))
 
 
 @app.command("run")

@@ -17,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from flowlane_bench.suite.across_runs import Run, compare_runs
+from flowlane_bench.suite.across_runs_table import across_runs_markdown
 from flowlane_bench.suite.plots import ALLREDUCE, LATENCY_CDF, THROUGHPUT
 from flowlane_bench.suite.report import (
     ALONE,
@@ -442,3 +444,126 @@ def test_run_passes_a_scenario_file_through(
     assert result.exit_code == 0, result.output
     (_, args) = execv[0]
     assert args[3:] == ["run", str(path), "--modes", "static"]
+
+
+# --------------------------------------------------------------------------------------------
+# compare: several runs' reports, each run's figure and the median
+# --------------------------------------------------------------------------------------------
+
+
+def write_runs(directory: Path, flowlane_over_idle: list[float]) -> list[Path]:
+    """``make_report()`` once per figure, flowlane's p99/idle set to it; ``run-N/report.json``."""
+    paths = []
+    for index, figure in enumerate(flowlane_over_idle):
+        report = make_report()
+        rows = [
+            row.model_copy(update={"p99_over_idle": figure}) if row.mode == "flowlane" else row
+            for row in report.headline
+        ]
+        path = directory / f"run-{index}" / "report.json"
+        path.parent.mkdir()
+        path.write_text(report.model_copy(update={"headline": rows}).model_dump_json(), "utf-8")
+        paths.append(path)
+    return paths
+
+
+def test_compare_prints_each_run_and_the_median(runner: CliRunner, tmp_path: Path) -> None:
+    paths = write_runs(tmp_path, [1.2, 6.0, 1.3])  # run 2 stalled
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths)], env=WIDE)
+    assert result.exit_code == 0, result.output
+    text = flat(result.stdout)
+    assert "isolation: 3 runs, median of each run's figure" in text
+    # no control phase in these reports: every run is read against idle
+    assert "p99/idle per run" in text and "p99/control" not in text
+    assert "flowlane 1.20, 6.00, 1.30 1.30 ✓ 2 of 3" in text
+    assert "fifo 4.00, 4.00, 4.00 4.00 0 of 3" in text
+    for index, path in enumerate(paths, 1):
+        assert f"run {index}: {path} (10 s per phase)" in text
+    assert result.stderr == ""
+
+
+def test_compare_markdown_prints_exactly_the_markdown_table(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    paths = write_runs(tmp_path, [1.2, 6.0, 1.3])
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths), "--markdown"])
+    assert result.exit_code == 0, result.output
+    runs = [Run(str(p), Report.model_validate_json(p.read_text("utf-8"))) for p in paths]
+    assert result.stdout == across_runs_markdown(compare_runs(runs)) + "\n"
+    lines = result.stdout.splitlines()
+    assert lines[0] == "| mode | p99/idle per run | p99/idle median (<=1.5) | runs <=1.5 |"
+    assert lines[1] == "|---|---|---|---|"
+    assert lines[4] == "| **flowlane** | 1.20, 6.00, 1.30 | 1.30 ✓ | 2 of 3 |"
+    assert "│" not in result.stdout
+    assert result.stderr == ""
+
+
+def test_compare_markdown_names_skipped_modes_on_stderr(runner: CliRunner, tmp_path: Path) -> None:
+    paths = write_runs(tmp_path, [1.2, 1.3])
+    report = Report.model_validate_json(paths[1].read_text("utf-8"))
+    rows = [row for row in report.headline if row.mode != "static"]
+    paths[1].write_text(report.model_copy(update={"headline": rows}).model_dump_json(), "utf-8")
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths), "--markdown"])
+    assert result.exit_code == 0, result.output
+    assert flat(result.stderr) == f"skipped static: not in {paths[1]}"
+    assert "static" not in result.stdout
+    assert [line.split("|")[1].strip() for line in result.stdout.splitlines()[2:]] == [
+        "fifo",
+        "**flowlane**",
+    ]
+
+
+def test_compare_needs_two_reports(runner: CliRunner, tmp_path: Path) -> None:
+    (path,) = write_runs(tmp_path, [1.2])
+    result = runner.invoke(app, ["scenario", "compare", str(path)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert "compare needs at least two reports, got 1" in flat(result.stderr)
+    assert result.stdout == ""
+    none = runner.invoke(app, ["scenario", "compare"])
+    assert none.exit_code == 2
+    assert "Missing argument 'reports'" in flat(none.output)
+
+
+def test_compare_refuses_the_same_report_twice(runner: CliRunner, tmp_path: Path) -> None:
+    paths = write_runs(tmp_path, [1.2, 1.3])
+    again = paths[0].parent / ".." / "run-0" / "report.json"
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths), str(again)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert f"{again} is given twice (as {paths[0]})" in flat(result.stderr)
+    assert result.stdout == ""
+
+
+def test_compare_a_missing_report(runner: CliRunner, tmp_path: Path) -> None:
+    paths = write_runs(tmp_path, [1.2, 1.3])
+    missing = tmp_path / "nope" / "report.json"
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths), str(missing)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    text = flat(result.stderr)
+    assert f"cannot read {missing}" in text and "No such file or directory" in text
+    assert result.stdout == ""
+
+
+def test_compare_a_file_that_is_not_a_report(runner: CliRunner, tmp_path: Path) -> None:
+    paths = write_runs(tmp_path, [1.2, 1.3])
+    data = json.loads(paths[1].read_text("utf-8"))
+    del data["scenario"]
+    paths[1].write_text(json.dumps(data), "utf-8")
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    text = flat(result.stderr)
+    assert f"{paths[1]} is not a scenario report: 1 error(s)" in text
+    assert "scenario: Field required" in text
+    assert result.stdout == ""
+
+
+def test_compare_runs_of_different_scenarios(runner: CliRunner, tmp_path: Path) -> None:
+    paths = write_runs(tmp_path, [1.2, 1.3])
+    report = Report.model_validate_json(paths[1].read_text("utf-8"))
+    paths[1].write_text(report.model_copy(update={"scenario": "incast"}).model_dump_json(), "utf-8")
+    result = runner.invoke(app, ["scenario", "compare", *map(str, paths)], env=WIDE)
+    assert result.exit_code == 2, result.output
+    assert (
+        f"cannot compare: {paths[1]} is a run of scenario 'incast', {paths[0]} of 'isolation'"
+        in flat(result.stderr)
+    )
+    assert result.stdout == ""
