@@ -86,7 +86,7 @@ def summary_table(report: Report) -> Table:
             ),
             "1.00" if phase.allreduce else "-",
             "-",
-            *([_ratio_text(phase.training_goodput_bps, optimum)] if optimum else []),
+            *([_optimum_text(name, phase.training_goodput_bps, optimum)] if optimum else []),
             *(["-"] * extra),
             style="dim",
         )
@@ -137,6 +137,12 @@ def _reference_ratios(report: Report, name: str) -> tuple[str, str]:
 
 def _ratio_text(value: float | None, reference: float | None, digits: int = 3) -> str:
     return _num(value / reference if value and reference else None, digits)
+
+
+def _optimum_text(phase: str, goodput: float | None, optimum: float | None) -> str:
+    """A reference phase's goodput against the training optimum: only ``alone`` carries the
+    training workloads (``control`` runs flows of its own, off inference's path)."""
+    return "-" if phase == CONTROL else _ratio_text(goodput, optimum)
 
 
 def _ms(value: float | None) -> str:
@@ -245,7 +251,7 @@ def markdown_table(report: Report) -> str:
             f" | {_num(goodput / 1e6 if goodput else None)}"
             f" | {_num(goodput / report.capacity_bps if goodput else None, 3)}"
             f" | {'1.00' if phase.allreduce else '-'} | - |"
-            + (f" {_ratio_text(goodput, optimum)} |" if optimum else "")
+            + (f" {_optimum_text(name, goodput, optimum)} |" if optimum else "")
         )
     for row in report.headline:
         phase = report.phases[row.mode]
