@@ -9,7 +9,7 @@ OFP_PORT ?= 6653
 API_PORT ?= 8080
 METRICS_PORT ?= 9100
 
-.PHONY: setup ovs run test test-fast demo scenarios bench lint format clean
+.PHONY: setup ovs run test test-fast demo scenarios bench bench-jobs lint format clean
 
 setup:
 	@deploy/setup.sh
@@ -37,6 +37,18 @@ demo: ovs
 scenarios: ovs
 	@set -e; for name in $$(ls mininet/scenarios | sed -n 's/\.yaml$$//p'); do \
 		.venv/bin/flowlane scenario run $$name --out reports/bench/$$name; done
+
+# Jobs' placement and inference figures (docs/benchmarks.md, "Jobs") as medians over runs:
+# one 20 s window's p99 is decided by whether a stall fell in it.  About 6 min a round.
+JOB_ROUNDS ?= 5
+bench-jobs: ovs
+	rm -rf reports/jobs
+	@set -e; for n in $$(seq 1 $(JOB_ROUNDS)); do \
+		.venv/bin/flowlane scenario run jobs-fabric --out reports/jobs/jobs-fabric-$$n; \
+		.venv/bin/flowlane scenario run mininet/scenarios/variants/jobs-late.yaml \
+			--out reports/jobs/jobs-late-$$n; done
+	.venv/bin/flowlane scenario compare reports/jobs/jobs-fabric-*/report.json --markdown
+	.venv/bin/flowlane scenario compare reports/jobs/jobs-late-*/report.json --markdown
 
 bench: ovs scenarios
 	.venv/bin/python -m flowlane_bench.bench_propagation --out bench-propagation.json

@@ -126,3 +126,24 @@ def test_the_first_crossing_pair_is_chosen() -> None:
     assert fabric.first_crossing(paths, plan, ("leaf1", "spine2")) == 1
     assert fabric.first_crossing(paths, plan, ("spine1", "leaf2")) == 0
     assert fabric.first_crossing(paths[:1], plan, ("leaf1", "spine2")) == 0  # none: the first
+
+
+def test_the_rings_optimum_counts_each_ring_once_at_a_links_rate() -> None:
+    """jobs-fabric's two rings over two spines can each have links of their own: each moves at
+    one 10 Mbit/s link's rate, and a run measures a ring's rate once, not per hop."""
+    assert fabric.optimum_bps(loaded("jobs-fabric")) == pytest.approx(20 * MBIT)
+
+
+def test_the_late_job_variant_runs_on_jobs_fabrics_fabric_and_policy() -> None:
+    """The variant's figures are read against jobs-fabric's: same topology (MTU included),
+    policy, inference and ring sizes; only the rings' hosts and ring-b's start differ."""
+    base = loaded("jobs-fabric").scenario
+    late = load_scenario(SCENARIOS / "variants" / "jobs-late.yaml", REPO).scenario
+    assert late.topology == base.topology and late.policy == base.policy
+    assert fabric.optimum_bps(
+        load_scenario(SCENARIOS / "variants" / "jobs-late.yaml", REPO)
+    ) == pytest.approx(20 * MBIT)
+    assert late.inference == base.inference
+    assert [(w.size, w.compute) for w in late.training] == [
+        (w.size, w.compute) for w in base.training
+    ]
