@@ -20,11 +20,15 @@ from types import MappingProxyType
 from typing import Final, TypeAlias
 
 from controller.classify.records import ObservedFlow
-from controller.fabric.model import Path
-from controller.flowid import FlowId
+from controller.fabric.sharing import FabricOffer as FabricOffer
+from controller.fabric.sharing import SharedHost as SharedHost
+from controller.fabric.sharing import SharedPin as SharedPin
 from controller.pipeline.plan import PortState
 from controller.policy.jobs import JobSpec
 from controller.policy.model import Policy
+
+# ``SharedPin``, ``SharedHost`` and ``FabricOffer`` (re-exported above) live with the pure
+# logic that builds and reads them, ``controller.fabric.sharing``.
 
 UNSTAMPED: Final = math.nan
 """``now`` of an event its sender did not stamp (NaN: never equal, never due)."""
@@ -116,26 +120,6 @@ class PlacementTick:
 
 
 @dataclass(frozen=True)
-class SharedPin:
-    """A pinned elephant as another instance published it (``controller.mastership.pins``):
-    times are Unix time, since another process's monotonic clock means nothing here."""
-
-    flow: FlowId
-    path: Path
-    since_wall: float
-    quiet_since_wall: float | None = None
-
-
-@dataclass(frozen=True)
-class SharedHost:
-    """A host as the master of its switch published it (``controller.mastership.hosts``)."""
-
-    mac: int
-    port: int
-    ipv4: int | None = None
-
-
-@dataclass(frozen=True)
 class FabricShared:
     """With several controllers, after every renewal: what this instance masters now and
     what every instance's owner publishes for the switches it masters (read from Redis).
@@ -160,18 +144,6 @@ class FabricShared:
     def __post_init__(self) -> None:
         object.__setattr__(self, "pins", MappingProxyType(dict(self.pins)))
         object.__setattr__(self, "hosts", MappingProxyType(dict(self.hosts)))
-
-
-@dataclass(frozen=True)
-class FabricOffer:
-    """What the owner offers the other instances (``FabricOwner``'s ``share``), replaced
-    whole when it changes: the pins and hosts of every switch this instance masters, and
-    the switches it is ready to master without losing anything (it has followed them for
-    one link timeout and read the shared hosts): a rebalance hands it only those."""
-
-    pins: Mapping[int, tuple[SharedPin, ...]]
-    hosts: Mapping[int, tuple[SharedHost, ...]]
-    ready: frozenset[int]
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,8 @@ alone is not enough to plan a switch it takes over:
   sends none: an instance that starts (or restarts) would not know it for as long as
   it stays silent.  So the master of each switch publishes the hosts at it, and every
   instance adds those it does not know (``_shared_hosts``);
+- what is shared, and how it is read and offered, is pure: ``controller.fabric.sharing``
+  (the owner passes in its topology, what it follows, its pins and its times);
 - a new instance takes a share of the switches (a rebalance) only once it is
   *ready* for them: it has followed each for one link timeout (its links and edge
   ports are known) and has read the shared hosts; until then the live owners keep
@@ -72,11 +74,21 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Protocol
+from typing import Protocol
 
 from controller.classify.records import ObservedFlow
 from controller.fabric.model import Host, Link, PortRef, Topology
 from controller.fabric.placement import Elephant, Pin, PlacementSettings, place
+from controller.fabric.sharing import (
+    SharedHosts,
+    attached_records,
+    build_offer,
+    inherited_pins,
+    local_pins,
+    merge_shared_hosts,
+    offer_changed,
+    pin_paths,
+)
 from controller.fabric.snapshot import (
     FabricEvent,
     FabricSnapshot,
@@ -100,8 +112,6 @@ from controller.openflow.fabric_events import (
     PlacementTick,
     PolicyChanged,
     PortRates,
-    SharedHost,
-    SharedPin,
     SwitchGone,
     SwitchPorts,
 )
@@ -649,11 +659,6 @@ class FabricOwner:
             if port.up:
                 self._probe(dpid, port)
 
-    def _follows(self, dpid: int) -> bool:
-        """This instance is connected to ``dpid`` (it sees its ports and packet-ins)."""
-        switch = self._switches.get(dpid)
-        return switch is not None and switch.attached
-
     def _attached(self) -> list[int]:
         """The switches this instance is connected to."""
         return [dpid for dpid, switch in self._switches.items() if switch.attached]
@@ -788,14 +793,8 @@ class FabricOwner:
         self._shared_read = True
         self._forget_unlisted(event.attached)
         if self.enabled:
-            # A record outlives its switch (nobody masters a switch nobody is connected to,
-            # so nobody empties it): only switches some instance is connected to count.
-            hosts = {
-                dpid: found
-                for dpid, found in event.hosts.items()
-                if event.attached is None or dpid in event.attached
-            }
-            self._shared_hosts(hosts)
+            # Only the records of switches some instance is connected to count.
+            self._shared_hosts(attached_records(event.hosts, event.attached))
         self._pins_shared(event)  # and offers what this instance now masters
 
     def _forget_unlisted(self, attached: frozenset[int] | None) -> None:
@@ -814,66 +813,26 @@ class FabricOwner:
                 del self._unlisted_since[dpid]
                 self._forget_switch(dpid)
 
-    def _shared_hosts(self, shared: Mapping[int, tuple[SharedHost, ...]]) -> None:
-        """Adopt the hosts the masters of the switches published: at a switch connected
-        here, those this instance does not know (at an up port facing no switch: a record
-        may be a renewal older than a port status seen here); at a switch not connected
-        here, its master's record is all there is."""
-        topology = self._topology
-        for dpid, hosts in sorted(shared.items()):
-            switch = self._switches.get(dpid)
-            followed = switch is not None and switch.attached
-            if not followed:
-                listed = {host.mac for host in hosts}
-                for gone in topology.hosts_at(dpid):
-                    if gone.mac not in listed:
-                        topology = topology.without_host(gone.mac)
-            fabric = topology.fabric_ports(dpid)
-            for host in hosts:
-                at = PortRef(dpid, host.port)
-                known = topology.host(host.mac)
-                if followed:
-                    assert switch is not None
-                    state = switch.ports.get(host.port)
-                    if state is None or not state.up or host.port in fabric:
-                        continue
-                    if known is not None:
-                        if known.at == at and known.ipv4 is None and host.ipv4 is not None:
-                            topology = topology.with_host(Host(host.mac, at, host.ipv4))
-                        continue  # learned here: this instance's own view stands
-                elif known is not None and (
-                    (known.at == at and known.ipv4 == host.ipv4) or self._follows(known.at.dpid)
-                ):
-                    continue  # the same, or learned here at a switch this instance follows
-                if host.ipv4 is not None:
-                    owner = topology.host_by_ip(host.ipv4)
-                    if owner is not None and owner.mac != host.mac and followed:
-                        continue
-                topology = topology.with_host(Host(host.mac, at, host.ipv4))
+    def _shared_hosts(self, shared: SharedHosts) -> None:
+        """Adopt the hosts the masters of the switches published (``merge_shared_hosts``:
+        this instance's own view stands at the switches it follows)."""
+        followed = {
+            dpid: frozenset(number for number, port in switch.ports.items() if port.up)
+            for dpid, switch in self._switches.items()
+            if switch.attached
+        }
+        topology = merge_shared_hosts(self._topology, followed, shared)
         self._adopt(topology, "hosts published by the other instances")
 
     def _pins_shared(self, event: FabricShared) -> None:
-        now, wall = self._now, self._wall()
-
-        def here(at: float | None) -> float | None:
-            return None if at is None else now - (wall - at)
-
-        shared = {
-            source: {
-                pin.flow: Pin(pin.path, now - (wall - pin.since_wall), here(pin.quiet_since_wall))
-                for pin in pins
-            }
-            for source, pins in event.pins.items()
-        }
+        now = self._now
+        shared = local_pins(event.pins, now, self._wall())
         before = self._mastered
         taken = event.mastered - (before or frozenset())
-        for source in sorted(taken):
-            # Its previous master's pins (this instance has published none for it since).
-            for flow, pin in shared.get(source, {}).items():
-                if flow not in self._pins:
-                    self._inherited[flow] = (pin, now)
+        inherited = inherited_pins(shared, taken, self._pins)
+        self._inherited.update({flow: (pin, now) for flow, pin in inherited.items()})
         self._mastered = event.mastered
-        if _paths(shared) != _paths(self._shared) or taken or before != event.mastered:
+        if pin_paths(shared) != pin_paths(self._shared) or taken or before != event.mastered:
             self._dirty = True
         self._shared = shared
         self._offer()
@@ -886,30 +845,10 @@ class FabricOwner:
         if self._share is None or self._mastered is None:
             return
         self._offered_topology = self._topology
-        mine: dict[int, list[SharedPin]] = {source: [] for source in self._mastered}
-        for flow, pin in self._placing().items():
-            mine.setdefault(pin.path[0][0], []).append(
-                SharedPin(
-                    flow,
-                    pin.path,
-                    self._wall_at(pin.since),
-                    None if pin.quiet_since is None else self._wall_at(pin.quiet_since),
-                )
-            )
-        pins = {source: tuple(sorted(pins, key=lambda p: p.flow)) for source, pins in mine.items()}
-        found: dict[int, list[SharedHost]] = {dpid: [] for dpid in sorted(self._mastered)}
-        for host in self._topology.hosts:
-            if host.at.dpid in found:
-                found[host.at.dpid].append(SharedHost(host.mac, host.at.port, host.ipv4))
-        hosts = {dpid: tuple(at) for dpid, at in found.items()}
-        offer = FabricOffer(MappingProxyType(pins), MappingProxyType(hosts), self._ready())
-        before = self._offered
-        if (
-            before is not None
-            and _same_paths(before.pins, offer.pins)
-            and before.hosts == offer.hosts
-            and before.ready == offer.ready
-        ):
+        offer = build_offer(
+            self._topology, self._mastered, self._placing(), self._ready(), self._wall_at
+        )
+        if not offer_changed(self._offered, offer):
             return
         self._offered = offer
         self._share(offer)
@@ -970,23 +909,6 @@ class FabricOwner:
                 observer.fabric_events(events)
             except Exception:
                 LOG.exception("observer %r failed on fabric events", observer)
-
-
-def _paths(shared: Mapping[int, Mapping[FlowId, Pin]]) -> dict[int, dict[FlowId, Any]]:
-    return {
-        source: {flow: pin.path for flow, pin in pins.items()} for source, pins in shared.items()
-    }
-
-
-def _same_paths(
-    before: Mapping[int, tuple[SharedPin, ...]], after: Mapping[int, tuple[SharedPin, ...]]
-) -> bool:
-    """The same switches with the same flows on the same paths (times move every round)."""
-
-    def key(offer: Mapping[int, tuple[SharedPin, ...]]) -> dict[int, list[tuple[FlowId, Any]]]:
-        return {source: [(p.flow, p.path) for p in pins] for source, pins in offer.items()}
-
-    return key(before) == key(after)
 
 
 def _job_endpoints(jobs: Sequence[JobSpec]) -> dict[str, tuple[str, ...]]:
