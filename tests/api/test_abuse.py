@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import math
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -78,12 +79,17 @@ def test_long_unknown_paths_cost_the_audit_log_a_bounded_entry_each(
     grows by a few KB, not by 24 MB (before: each 404 was an entry with the whole path)."""
     used_before = int(redis_client.info("memory")["used_memory"])
     admin = bearer(redis_client, Role.admin)
+    started = time.monotonic()
     for _ in range(200):
         assert app_client.post(LONG).status_code in (401, 404, 429)  # 401/429 since issue 24
         assert app_client.post(LONG, headers=admin).status_code == 404
     entries = wait_counted(redis_client, 400)
+    elapsed = time.monotonic() - started
     assert counted(entries) == 400
-    assert len(entries) <= 10, len(entries)  # one client, a second or two: a few summaries
+    # At most one entry a client a second (its first refusal, then one summary a second), for
+    # the anonymous client and the admin's: a few, however slow a loaded machine made the loop
+    # (one entry a refusal would be 400).
+    assert len(entries) <= 2 * (math.ceil(elapsed) + 1), (len(entries), elapsed)
     for entry in entries:
         assert len(json.dumps(entry)) <= ENTRY_MAX_BYTES + 64  # + the stream's id, kind, time
         assert len(entry["path"]) <= PATH_MAX_CHARS
