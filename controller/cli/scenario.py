@@ -143,11 +143,11 @@ def compare(
             " give the report.json of every run to compare"
         )
         raise typer.Exit(2)
-    resolved = [path.resolve() for path in reports]
-    for index, path in enumerate(reports):
-        first = resolved.index(resolved[index])
-        if first != index:
-            err.print(f"[red]{path} is given twice[/] (as {reports[first]}): each run counts once")
+    given: dict[Path, Path] = {}
+    for path in reports:
+        first = given.setdefault(path.resolve(), path)
+        if first is not path:
+            err.print(f"[red]{path} is given twice[/] (as {first}): each run counts once")
             raise typer.Exit(2)
     runs = [Run(str(path), _load_report(path)) for path in reports]
     try:

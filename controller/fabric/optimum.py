@@ -53,11 +53,11 @@ def max_throughput(topology: Topology, commodities: Sequence[Commodity]) -> floa
     for index, commodity in enumerate(commodities):
         if commodity.ring is not None:
             hops.setdefault(commodity.ring, []).append(index)
+    owners = np.array(program.paths)
     gain = np.ones(len(program.paths))
     rows: list[NDArray[np.float64]] = []
     for members in hops.values():
-        for index in members:
-            gain[np.array(program.paths) == index] = 1.0 / len(members)
+        gain[np.isin(owners, members)] = 1.0 / len(members)
         for index in members[1:]:  # each hop's rate equal to the first's: two inequalities
             difference = program.rate_row(index) - program.rate_row(members[0])
             rows += [difference, -difference]

@@ -57,8 +57,8 @@ class FabricOffer:
     the switches it is ready to master without losing anything (it has followed them for
     one link timeout and read the shared hosts): a rebalance hands it only those."""
 
-    pins: Mapping[int, tuple[SharedPin, ...]]
-    hosts: Mapping[int, tuple[SharedHost, ...]]
+    pins: SharedPins
+    hosts: SharedHosts
     ready: frozenset[int]
 
 

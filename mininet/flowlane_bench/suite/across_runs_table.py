@@ -11,8 +11,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from flowlane_bench.suite.across_runs import FLOWLANE, AcrossRuns, ModeAcrossRuns
-from flowlane_bench.suite.report import meets
-from flowlane_bench.suite.summary import _mark, _num, _target
+from flowlane_bench.suite.summary import mark, num, target
 
 
 def _saves(value: float | None) -> str:
@@ -21,7 +20,7 @@ def _saves(value: float | None) -> str:
 
 
 def _per_run(values: tuple[float | None, ...], digits: int) -> str:
-    return ", ".join(_num(value, digits) for value in values)
+    return ", ".join(num(value, digits) for value in values)
 
 
 def _has_saving(result: AcrossRuns) -> bool:
@@ -30,12 +29,12 @@ def _has_saving(result: AcrossRuns) -> bool:
 
 def _columns(result: AcrossRuns) -> list[str]:
     label = f"p99/{result.reference}"
-    target = _target(result.figure)
+    wanted = target(result.figure)
     columns = [
         "mode",
         f"{label} per run",
-        f"{label} median ({target})",
-        f"runs {target}",
+        f"{label} median ({wanted})",
+        f"runs {wanted}",
     ]
     if result.allreduce:
         columns += ["all-reduce p50 ms per run", "all-reduce p50 ms median"]
@@ -52,7 +51,7 @@ def _cells(result: AcrossRuns, row: ModeAcrossRuns, median: str) -> list[str]:
         f"{row.p99_met} of {result.runs}",
     ]
     if result.allreduce:
-        cells += [_per_run(row.allreduce_p50_ms, 1), _num(row.allreduce_p50_median, 1)]
+        cells += [_per_run(row.allreduce_p50_ms, 1), num(row.allreduce_p50_median, 1)]
         if _has_saving(result):
             cells += [_saves(row.flowlane_saving_median)]
     return cells
@@ -79,16 +78,8 @@ def across_runs_table(result: AcrossRuns) -> Table:
     for column in _columns(result):
         table.add_column(column, justify="left" if column == "mode" else "right")
     for row in result.modes:
-        table.add_row(*_cells(result, row, _mark(result.figure, row.p99_median, row.mode)))
+        table.add_row(*_cells(result, row, mark(result.figure, row.p99_median, row.mode)))
     return table
-
-
-def _plain_mark(figure: str, value: float, mode: str) -> str:
-    """``_mark`` without rich markup: Markdown has no colours, the ✓/✗ carries it."""
-    text = _num(value, 2)
-    if mode != FLOWLANE:
-        return text
-    return f"{text} ✓" if meets(figure, value) else f"{text} ✗"
 
 
 def across_runs_markdown(result: AcrossRuns) -> str:
@@ -96,7 +87,7 @@ def across_runs_markdown(result: AcrossRuns) -> str:
     columns = _columns(result)
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in result.modes:
-        cells = _cells(result, row, _plain_mark(result.figure, row.p99_median, row.mode))
+        cells = _cells(result, row, mark(result.figure, row.p99_median, row.mode, rich=False))
         if row.mode == FLOWLANE:
             cells[0] = f"**{FLOWLANE}**"
         lines.append("| " + " | ".join(cells) + " |")

@@ -10,13 +10,15 @@ from flowlane_bench.suite.report import CONTROL, IDLE, REFERENCES, TARGETS, Repo
 from flowlane_bench.suite.spec import ScenarioError, load_scenario, scenario_files
 
 
-def _num(value: float | None, digits: int = 2) -> str:
+def num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _mark(figure: str, value: float | None, mode: str) -> str:
-    """Flowlane's figures say whether they meet the target; the other modes are context."""
-    text = _num(
+def mark(figure: str, value: float | None, mode: str, *, rich: bool = True) -> str:
+    """Flowlane's figures say whether they meet the target; the other modes are context.
+    ``rich``: coloured for a rich table, else plain (Markdown has no colours: the ✓/✗
+    carries it)."""
+    text = num(
         value,
         3
         if figure in ("goodput_over_capacity", "jain", "goodput_over_optimum", "jobs_jain")
@@ -25,10 +27,12 @@ def _mark(figure: str, value: float | None, mode: str) -> str:
     verdict = meets(figure, value)
     if mode != "flowlane" or verdict is None:
         return text
+    if not rich:
+        return f"{text} ✓" if verdict else f"{text} ✗"
     return f"[green]{text} ✓[/]" if verdict else f"[red]{text} ✗[/]"
 
 
-def _target(figure: str) -> str:
+def target(figure: str) -> str:
     op, value = TARGETS[figure]
     return f"{op}{value:g}"
 
@@ -44,20 +48,20 @@ def summary_table(report: Report) -> Table:
         "phase",
         "infer p50 ms",
         "infer p99 ms",
-        *((f"p99/control ({_target('p99_over_control')})",) if control else ()),
-        f"p99/idle ({_target('p99_over_idle')})",
+        *((f"p99/control ({target('p99_over_control')})",) if control else ()),
+        f"p99/idle ({target('p99_over_idle')})",
         "errors",
         "train Mbit/s",
-        f"goodput/cap ({_target('goodput_over_capacity')})",
-        f"allreduce/alone ({_target('allreduce_over_alone')})",
-        f"Jain ({_target('jain')})",
+        f"goodput/cap ({target('goodput_over_capacity')})",
+        f"allreduce/alone ({target('allreduce_over_alone')})",
+        f"Jain ({target('jain')})",
     )
     if report.optimum_bps:
-        columns += (f"goodput/optimum ({_target('goodput_over_optimum')})",)
+        columns += (f"goodput/optimum ({target('goodput_over_optimum')})",)
     jobs = any(row.jobs_jain is not None for row in report.headline)
     slowest = any(row.allreduce_p50_ms is not None for row in report.headline)
     if jobs:
-        columns += (f"jobs Jain ({_target('jobs_jain')})", "job 1/job 2")
+        columns += (f"jobs Jain ({target('jobs_jain')})", "job 1/job 2")
     if slowest:
         columns += ("allreduce p50 ms (slowest)",)
     extra = int(jobs) * 2 + int(slowest)
@@ -72,13 +76,13 @@ def summary_table(report: Report) -> Table:
         over_control, over_idle = _reference_ratios(report, name)
         table.add_row(
             name,
-            _num(inference.latency_ms.p50, 3) if inference else "-",
-            _num(inference.latency_ms.p99, 3) if inference else "-",
+            num(inference.latency_ms.p50, 3) if inference else "-",
+            num(inference.latency_ms.p99, 3) if inference else "-",
             *([over_control] if control else []),
             over_idle,
             str(inference.errors) if inference else "-",
-            _num(phase.training_goodput_bps / 1e6 if phase.training_goodput_bps else None),
-            _num(
+            num(phase.training_goodput_bps / 1e6 if phase.training_goodput_bps else None),
+            num(
                 phase.training_goodput_bps / report.capacity_bps
                 if phase.training_goodput_bps
                 else None,
@@ -95,26 +99,22 @@ def summary_table(report: Report) -> Table:
         assert phase.inference is not None
         table.add_row(
             row.mode,
-            _num(phase.inference.latency_ms.p50, 3),
-            _num(row.inference_p99_ms, 3),
-            *([_mark("p99_over_control", row.p99_over_control, row.mode)] if control else []),
-            _mark("p99_over_idle", row.p99_over_idle, row.mode),
+            num(phase.inference.latency_ms.p50, 3),
+            num(row.inference_p99_ms, 3),
+            *([mark("p99_over_control", row.p99_over_control, row.mode)] if control else []),
+            mark("p99_over_idle", row.p99_over_idle, row.mode),
             str(phase.inference.errors),
-            _num(phase.training_goodput_bps / 1e6 if phase.training_goodput_bps else None),
-            _mark("goodput_over_capacity", row.goodput_over_capacity, row.mode),
-            _mark("allreduce_over_alone", row.allreduce_over_alone, row.mode),
-            _mark("jain", row.jain, row.mode),
+            num(phase.training_goodput_bps / 1e6 if phase.training_goodput_bps else None),
+            mark("goodput_over_capacity", row.goodput_over_capacity, row.mode),
+            mark("allreduce_over_alone", row.allreduce_over_alone, row.mode),
+            mark("jain", row.jain, row.mode),
             *(
-                [_mark("goodput_over_optimum", row.goodput_over_optimum, row.mode)]
+                [mark("goodput_over_optimum", row.goodput_over_optimum, row.mode)]
                 if optimum
                 else []
             ),
-            *(
-                [_mark("jobs_jain", row.jobs_jain, row.mode), _num(row.jobs_ratio, 3)]
-                if jobs
-                else []
-            ),
-            *([_num(row.allreduce_p50_ms, 1)] if slowest else []),
+            *([mark("jobs_jain", row.jobs_jain, row.mode), num(row.jobs_ratio, 3)] if jobs else []),
+            *([num(row.allreduce_p50_ms, 1)] if slowest else []),
         )
     return table
 
@@ -136,7 +136,7 @@ def _reference_ratios(report: Report, name: str) -> tuple[str, str]:
 
 
 def _ratio_text(value: float | None, reference: float | None, digits: int = 3) -> str:
-    return _num(value / reference if value and reference else None, digits)
+    return num(value / reference if value and reference else None, digits)
 
 
 def _optimum_text(phase: str, goodput: float | None, optimum: float | None) -> str:
@@ -146,7 +146,7 @@ def _optimum_text(phase: str, goodput: float | None, optimum: float | None) -> s
 
 
 def _ms(value: float | None) -> str:
-    return _num(value, 1)
+    return num(value, 1)
 
 
 def _recovery(value: float | None, has_optimum: bool) -> str:
@@ -173,7 +173,7 @@ def event_rows(report: Report) -> list[tuple[str, ...]]:
                     "-" if event.probe_lost is None else str(event.probe_lost),
                     _ms(event.probe_loss_ms),
                     _ms(event.probe_longest_gap_ms),
-                    _num(event.optimum_bps / 1e6 if event.optimum_bps is not None else None, 1),
+                    num(event.optimum_bps / 1e6 if event.optimum_bps is not None else None, 1),
                     _recovery(event.recovery_s, event.optimum_bps is not None),
                 )
             )
@@ -244,12 +244,12 @@ def markdown_table(report: Report) -> str:
         inference, goodput = phase.inference, phase.training_goodput_bps
         over_control, over_idle = _reference_ratios(report, name)
         lines.append(
-            f"| {name} | {_num(inference.latency_ms.p50, 3) if inference else '-'}"
-            f" | {_num(inference.latency_ms.p99, 3) if inference else '-'}"
+            f"| {name} | {num(inference.latency_ms.p50, 3) if inference else '-'}"
+            f" | {num(inference.latency_ms.p99, 3) if inference else '-'}"
             + (f" | {over_control}" if control else "")
             + f" | {over_idle} | {inference.errors if inference else '-'}"
-            f" | {_num(goodput / 1e6 if goodput else None)}"
-            f" | {_num(goodput / report.capacity_bps if goodput else None, 3)}"
+            f" | {num(goodput / 1e6 if goodput else None)}"
+            f" | {num(goodput / report.capacity_bps if goodput else None, 3)}"
             f" | {'1.00' if phase.allreduce else '-'} | - |"
             + (f" {_optimum_text(name, goodput, optimum)} |" if optimum else "")
         )
@@ -259,14 +259,14 @@ def markdown_table(report: Report) -> str:
         goodput = phase.training_goodput_bps
         bold = "**" if row.mode == "flowlane" else ""
         lines.append(
-            f"| {bold}{row.mode}{bold} | {_num(phase.inference.latency_ms.p50, 3)}"
-            f" | {_num(row.inference_p99_ms, 3)}"
-            + (f" | {_num(row.p99_over_control)}" if control else "")
-            + f" | {_num(row.p99_over_idle)}"
-            f" | {phase.inference.errors} | {_num(goodput / 1e6 if goodput else None)}"
-            f" | {_num(row.goodput_over_capacity, 3)} | {_num(row.allreduce_over_alone)}"
-            f" | {_num(row.jain, 3)} |"
-            + (f" {_num(row.goodput_over_optimum, 3)} |" if optimum else "")
+            f"| {bold}{row.mode}{bold} | {num(phase.inference.latency_ms.p50, 3)}"
+            f" | {num(row.inference_p99_ms, 3)}"
+            + (f" | {num(row.p99_over_control)}" if control else "")
+            + f" | {num(row.p99_over_idle)}"
+            f" | {phase.inference.errors} | {num(goodput / 1e6 if goodput else None)}"
+            f" | {num(row.goodput_over_capacity, 3)} | {num(row.allreduce_over_alone)}"
+            f" | {num(row.jain, 3)} |"
+            + (f" {num(row.goodput_over_optimum, 3)} |" if optimum else "")
         )
     rows = event_rows(report)
     if rows:
